@@ -1,0 +1,26 @@
+/*
+ * The structs behind the public handles. Only lib/api sees them; lower
+ * layers get the pieces they need passed in.
+ */
+#ifndef FX_API_INTERNAL_H
+#define FX_API_INTERNAL_H
+
+#include "../core/core.h"
+#include "../gguf/gguf.h"
+#include "../model/model.h"
+
+struct fx_vocab; /* lib/tokenizer */
+
+struct fx_model {
+    fx_alloc alloc;
+    fx_logger log;
+    fx_error err;          /* last failure on this handle */
+    uint32_t flags;        /* FX_MODEL_* */
+    fx_gguf *gguf;         /* owns the mapping */
+    fx_hparams hp;
+    char *arch;            /* general.architecture, NUL-terminated */
+    char *name;            /* general.name or "" */
+    struct fx_vocab *vocab;
+};
+
+#endif /* FX_API_INTERNAL_H */

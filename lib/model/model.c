@@ -1,0 +1,267 @@
+/*
+ * Hyperparameters and tensor-table checks for the supported architectures.
+ *
+ * Everything the forward pass will index by is checked here, once, at load:
+ * a tensor one row short would otherwise be read past its end on the first
+ * token, far from the file that caused it.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Upper bounds that keep every derived size far from overflow while
+ * admitting any real model. */
+#define MAX_EMBD 65536u
+#define MAX_LAYERS 1024u
+#define MAX_HEADS 1024u
+#define MAX_FF (1u << 20)
+#define MAX_VOCAB (1u << 24)
+
+fx_arch fx_arch_from_name(const char *name, size_t len) {
+    if (len == 5 && memcmp(name, "llama", 5) == 0) return FX_ARCH_LLAMA;
+    if (len == 5 && memcmp(name, "qwen2", 5) == 0) return FX_ARCH_QWEN2;
+    return FX_ARCH_UNKNOWN;
+}
+
+typedef struct key_buf {
+    char text[128];
+} key_buf;
+
+/* "{arch}.{suffix}"; arch names are short, checked by the caller. */
+static const char *arch_key(key_buf *k, const fx_gguf_str *arch,
+                            const char *suffix) {
+    snprintf(k->text, sizeof k->text, "%.*s.%s", (int)arch->len, arch->ptr,
+             suffix);
+    return k->text;
+}
+
+static fx_status read_arch(const fx_gguf *g, fx_gguf_str *arch,
+                           fx_error *err) {
+    fx_status st = fx_gguf_get_str(g, "general.architecture", arch, err);
+    if (st != FX_OK) return st;
+    if (arch->len == 0 || arch->len > 64 || memchr(arch->ptr, '\0', arch->len))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "general.architecture is empty, over 64 bytes, or "
+                       "contains a NUL");
+    return FX_OK;
+}
+
+/* Reads every `{arch}.*` number that exists; `required` makes the ones a
+ * forward pass cannot do without mandatory. */
+static fx_status read_numbers(const fx_gguf *g, const fx_gguf_str *arch,
+                              bool required, fx_hparams *hp, fx_error *err) {
+    key_buf k;
+    fx_status st;
+    fx_status (*get)(const fx_gguf *, const char *, uint32_t *, fx_error *) =
+        required ? fx_gguf_get_u32 : fx_gguf_get_u32_opt;
+    if ((st = get(g, arch_key(&k, arch, "embedding_length"), &hp->n_embd,
+                  err)) != FX_OK ||
+        (st = get(g, arch_key(&k, arch, "block_count"), &hp->n_layer, err)) !=
+            FX_OK ||
+        (st = get(g, arch_key(&k, arch, "attention.head_count"), &hp->n_head,
+                  err)) != FX_OK ||
+        (st = get(g, arch_key(&k, arch, "feed_forward_length"), &hp->n_ff,
+                  err)) != FX_OK ||
+        (st = get(g, arch_key(&k, arch, "context_length"), &hp->n_ctx_train,
+                  err)) != FX_OK)
+        return st;
+    hp->n_head_kv = hp->n_head; /* no GQA unless the file says so */
+    if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "attention.head_count_kv"),
+                                  &hp->n_head_kv, err)) != FX_OK)
+        return st;
+    hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    hp->n_rot = hp->head_dim;
+    if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "rope.dimension_count"),
+                                  &hp->n_rot, err)) != FX_OK)
+        return st;
+    hp->rope_freq_base = 10000.0f;
+    if ((st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "rope.freq_base"),
+                                  &hp->rope_freq_base, err)) != FX_OK)
+        return st;
+    hp->rms_norm_eps = 1e-5f;
+    if ((st = fx_gguf_get_f32_opt(
+             g, arch_key(&k, arch, "attention.layer_norm_rms_epsilon"),
+             &hp->rms_norm_eps, err)) != FX_OK)
+        return st;
+    if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "vocab_size"),
+                                  &hp->n_vocab, err)) != FX_OK)
+        return st;
+    if (hp->n_vocab == 0) {
+        const fx_gguf_kv *tokens = fx_gguf_find(g, "tokenizer.ggml.tokens");
+        if (tokens && tokens->type == FX_GGUF_ARRAY &&
+            tokens->count <= MAX_VOCAB)
+            hp->n_vocab = (uint32_t)tokens->count;
+    }
+    return FX_OK;
+}
+
+fx_status fx_hparams_load_partial(const fx_gguf *g, fx_hparams *hp,
+                                  fx_error *err) {
+    fx_gguf_str arch;
+    memset(hp, 0, sizeof *hp);
+    fx_status st = read_arch(g, &arch, err);
+    if (st != FX_OK) return st;
+    hp->arch = fx_arch_from_name(arch.ptr, arch.len);
+    return read_numbers(g, &arch, false, hp, err);
+}
+
+static fx_status check_numbers(const fx_hparams *hp, fx_error *err) {
+#define RANGE(field, lo, hi)                                                  \
+    if (hp->field < (lo) || hp->field > (hi))                                 \
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,                               \
+                       "hyperparameter " #field " = %u is outside %u..%u",    \
+                       (unsigned)hp->field, (unsigned)(lo), (unsigned)(hi));
+    RANGE(n_embd, 1, MAX_EMBD)
+    RANGE(n_layer, 1, MAX_LAYERS)
+    RANGE(n_head, 1, MAX_HEADS)
+    RANGE(n_head_kv, 1, hp->n_head)
+    RANGE(n_ff, 1, MAX_FF)
+    RANGE(n_vocab, 1, MAX_VOCAB)
+    RANGE(n_ctx_train, 1, UINT32_MAX)
+#undef RANGE
+    if (hp->n_embd % hp->n_head != 0)
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "embedding size %u is not a multiple of the head "
+                       "count %u",
+                       hp->n_embd, hp->n_head);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "head count %u is not a multiple of the KV head count "
+                       "%u",
+                       hp->n_head, hp->n_head_kv);
+    if (hp->n_rot == 0 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "RoPE dimension count %u must be even and between 2 "
+                       "and the head size %u",
+                       hp->n_rot, hp->head_dim);
+    if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "RoPE frequency base %g is not a positive number",
+                       (double)hp->rope_freq_base);
+    if (!(hp->rms_norm_eps > 0.0f) || !isfinite(hp->rms_norm_eps))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "RMS norm epsilon %g is not a positive number",
+                       (double)hp->rms_norm_eps);
+    return FX_OK;
+}
+
+typedef enum tensor_kind {
+    KIND_MATRIX, /* a weight matrix: any supported weight type */
+    KIND_VECTOR  /* norms and biases: f32 only */
+} tensor_kind;
+
+static bool weight_type_supported(uint32_t type) {
+    return type == FX_TYPE_F32 || type == FX_TYPE_F16 ||
+           type == FX_TYPE_BF16 || type == FX_TYPE_Q8_0;
+}
+
+/* Checks one tensor's presence, type and shape ([ne0] or [ne0, ne1]). */
+static fx_status expect(const fx_gguf *g, const char *name, tensor_kind kind,
+                        uint64_t ne0, uint64_t ne1, bool optional,
+                        fx_error *err) {
+    const fx_gguf_tensor *t = fx_gguf_find_tensor(g, name);
+    if (!t) {
+        if (optional) return FX_OK;
+        return fx_fail(err, FX_ERR_MISSING, "required tensor '%s' is missing",
+                       name);
+    }
+    uint32_t want_dims = kind == KIND_VECTOR ? 1 : 2;
+    if (t->n_dims != want_dims || t->ne[0] != ne0 ||
+        (want_dims == 2 && t->ne[1] != ne1)) {
+        char want[64];
+        if (want_dims == 1)
+            snprintf(want, sizeof want, "[%llu]", (unsigned long long)ne0);
+        else
+            snprintf(want, sizeof want, "[%llu, %llu]",
+                     (unsigned long long)ne0, (unsigned long long)ne1);
+        return fx_fail(err, FX_ERR_BAD_SHAPE,
+                       "tensor '%s' at offset %llu has shape [%llu, %llu, "
+                       "%llu, %llu] (%u dims); the architecture needs %s",
+                       name, (unsigned long long)t->info_offset,
+                       (unsigned long long)t->ne[0],
+                       (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2],
+                       (unsigned long long)t->ne[3], t->n_dims, want);
+    }
+    bool type_ok = kind == KIND_VECTOR ? t->type == FX_TYPE_F32
+                                       : weight_type_supported(t->type);
+    if (!type_ok)
+        return fx_fail(err, kind == KIND_VECTOR ? FX_ERR_BAD_SHAPE
+                                                : FX_ERR_UNSUPPORTED,
+                       "tensor '%s' at offset %llu has type %s; %s",
+                       name, (unsigned long long)t->info_offset,
+                       fx_ggml_type_name(t->type),
+                       kind == KIND_VECTOR
+                           ? "norm and bias tensors must be f32"
+                           : "supported weight types are f32, f16, bf16 and "
+                             "q8_0");
+    return FX_OK;
+}
+
+static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
+                               fx_error *err) {
+    const uint64_t d = hp->n_embd, v = hp->n_vocab, ff = hp->n_ff;
+    const uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    fx_status st;
+    if ((st = expect(g, "token_embd.weight", KIND_MATRIX, d, v, false, err)) ||
+        (st = expect(g, "output_norm.weight", KIND_VECTOR, d, 0, false, err)) ||
+        (st = expect(g, "output.weight", KIND_MATRIX, d, v, true, err)) ||
+        (st = expect(g, "rope_freqs.weight", KIND_VECTOR, hp->n_rot / 2, 0,
+                     true, err)))
+        return st;
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        char name[64];
+#define LAYER(suffix, kind, ne0, ne1, optional)                               \
+    snprintf(name, sizeof name, "blk.%u." suffix, i);                         \
+    if ((st = expect(g, name, kind, ne0, ne1, optional, err)) != FX_OK)       \
+        return st;
+        LAYER("attn_norm.weight", KIND_VECTOR, d, 0, false)
+        LAYER("attn_q.weight", KIND_MATRIX, d, q_dim, false)
+        LAYER("attn_k.weight", KIND_MATRIX, d, kv_dim, false)
+        LAYER("attn_v.weight", KIND_MATRIX, d, kv_dim, false)
+        LAYER("attn_output.weight", KIND_MATRIX, q_dim, d, false)
+        LAYER("ffn_norm.weight", KIND_VECTOR, d, 0, false)
+        LAYER("ffn_gate.weight", KIND_MATRIX, d, ff, false)
+        LAYER("ffn_up.weight", KIND_MATRIX, d, ff, false)
+        LAYER("ffn_down.weight", KIND_MATRIX, ff, d, false)
+        if (hp->arch == FX_ARCH_QWEN2) {
+            LAYER("attn_q.bias", KIND_VECTOR, q_dim, 0, false)
+            LAYER("attn_k.bias", KIND_VECTOR, kv_dim, 0, false)
+            LAYER("attn_v.bias", KIND_VECTOR, kv_dim, 0, false)
+        }
+#undef LAYER
+    }
+    return FX_OK;
+}
+
+fx_status fx_hparams_load(const fx_gguf *g, fx_hparams *hp, fx_error *err) {
+    fx_gguf_str arch;
+    memset(hp, 0, sizeof *hp);
+    fx_status st = read_arch(g, &arch, err);
+    if (st != FX_OK) return st;
+    hp->arch = fx_arch_from_name(arch.ptr, arch.len);
+    if (hp->arch == FX_ARCH_UNKNOWN)
+        return fx_fail(err, FX_ERR_UNSUPPORTED,
+                       "architecture '%.*s' is not supported (supported: "
+                       "llama, qwen2)",
+                       (int)arch.len, arch.ptr);
+    if ((st = read_numbers(g, &arch, true, hp, err)) != FX_OK) return st;
+    if (hp->n_vocab == 0) {
+        /* Neither {arch}.vocab_size nor a token list: the embedding's row
+         * count is the only statement of the vocabulary size left. */
+        const fx_gguf_tensor *embd = fx_gguf_find_tensor(g, "token_embd.weight");
+        if (embd && embd->n_dims == 2 && embd->ne[1] <= MAX_VOCAB)
+            hp->n_vocab = (uint32_t)embd->ne[1];
+    }
+    if ((st = check_numbers(hp, err)) != FX_OK) return st;
+    if ((st = check_tensors(g, hp, err)) != FX_OK) return st;
+    hp->n_params = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        /* Tensors do not overlap, so the sum is bounded by a few elements
+         * per file byte: it cannot overflow. */
+        hp->n_params += g->tensors[i].n_elements;
+    return FX_OK;
+}

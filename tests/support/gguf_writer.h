@@ -1,0 +1,84 @@
+/*
+ * A GGUF builder for tests: writes files byte by byte so a test can make a
+ * valid file, or any particular malformed one, without a model download.
+ * Every function appends to a growable buffer; allocation failure aborts
+ * the test program (this is test code, not library code).
+ */
+#ifndef FX_TEST_GGUF_WRITER_H
+#define FX_TEST_GGUF_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gw_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} gw_buf;
+
+void gw_free(gw_buf *b);
+void gw_bytes(gw_buf *b, const void *p, size_t n);
+void gw_u8(gw_buf *b, uint8_t v);
+void gw_u16(gw_buf *b, uint16_t v);
+void gw_u32(gw_buf *b, uint32_t v);
+void gw_u64(gw_buf *b, uint64_t v);
+void gw_f32(gw_buf *b, float v);
+void gw_f64(gw_buf *b, double v);
+void gw_str(gw_buf *b, const char *s);          /* u64 length + bytes */
+void gw_pad(gw_buf *b, size_t align);          /* zero bytes up to align */
+/* Overwrites 4/8 bytes at an earlier offset (to corrupt a field). */
+void gw_put_u32_at(gw_buf *b, size_t off, uint32_t v);
+void gw_put_u64_at(gw_buf *b, size_t off, uint64_t v);
+
+/* Header: magic, version, n_tensors, n_kv. */
+void gw_header(gw_buf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv);
+
+/* Key/value pairs (type ids as in GGUF: 4 u32, 6 f32, 7 bool, 8 string). */
+void gw_kv_u32(gw_buf *b, const char *key, uint32_t v);
+void gw_kv_i32(gw_buf *b, const char *key, int32_t v);
+void gw_kv_u64(gw_buf *b, const char *key, uint64_t v);
+void gw_kv_f32(gw_buf *b, const char *key, float v);
+void gw_kv_bool(gw_buf *b, const char *key, int v);
+void gw_kv_str(gw_buf *b, const char *key, const char *v);
+void gw_kv_arr_str(gw_buf *b, const char *key, const char *const *v, size_t n);
+void gw_kv_arr_f32(gw_buf *b, const char *key, const float *v, size_t n);
+void gw_kv_arr_i32(gw_buf *b, const char *key, const int32_t *v, size_t n);
+
+/* One tensor info record. dims has n_dims entries. */
+void gw_tensor_info(gw_buf *b, const char *name, uint32_t n_dims,
+                    const uint64_t *dims, uint32_t type, uint64_t offset);
+
+/* Bytes one tensor of this type and shape takes (0 for unknown types). */
+uint64_t gw_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims);
+
+/* ---- whole files ---- */
+
+/* A small Llama-family model described by its numbers. Weights are
+ * deterministic pseudo-random values from `seed`. The vocabulary is
+ * n_vocab tokens "<t0>", "<t1>", ... (a minimal SentencePiece-like one)
+ * unless the caller adds tokenizer keys itself via extra_kv. */
+typedef struct gw_model_spec {
+    const char *arch;   /* "llama" or "qwen2" */
+    uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    uint32_t type;      /* weight type of the 2-D matrices: 0 f32, 1 f16,
+                           8 q8_0, 30 bf16 */
+    int tied;           /* no output.weight: the embedding is reused */
+    uint64_t seed;
+    uint32_t alignment; /* 0: default 32, not written */
+    /* Optional hook to append extra key/values; returns how many it wrote. */
+    size_t (*extra_kv)(gw_buf *b, void *user);
+    void *extra_user;
+    /* Optional: a tensor to skip ("" none), or one whose dims[0] to
+     * increment, to make files with a missing or misshapen tensor. */
+    const char *skip_tensor;
+    const char *bad_shape_tensor;
+} gw_model_spec;
+
+void gw_model_spec_default(gw_model_spec *spec);
+/* Builds the whole file into b (b is reset first). */
+void gw_build_model(gw_buf *b, const gw_model_spec *spec);
+
+/* Writes the buffer to a file; returns 0 on success. */
+int gw_write_file(const gw_buf *b, const char *path);
+
+#endif /* FX_TEST_GGUF_WRITER_H */

@@ -1,0 +1,171 @@
+/*
+ * Hyperparameter and tensor-table checks (RELIABILITY A12 and the model's
+ * own consistency rules), on synthetic models parsed from memory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gguf_writer.h"
+#include "model/model.h"
+
+static fx_status load_spec(const gw_model_spec *spec, fx_hparams *hp,
+                           char *msg) {
+    gw_buf b = {0};
+    gw_build_model(&b, spec);
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_gguf *g = NULL;
+    fx_error err;
+    fx_error_clear(&err);
+    fx_status st = fx_gguf_open_memory(b.data, b.len, &alloc, &g, &err);
+    if (st == FX_OK) st = fx_hparams_load(g, hp, &err);
+    if (msg) strcpy(msg, err.message);
+    fx_gguf_close(g);
+    gw_free(&b);
+    return st;
+}
+
+static void test_llama_and_qwen2(void **state) {
+    (void)state;
+    const char *arches[] = {"llama", "qwen2"};
+    uint32_t types[] = {0, 1, 8, 30};
+    for (int a = 0; a < 2; a++) {
+        for (int t = 0; t < 4; t++) {
+            gw_model_spec spec;
+            gw_model_spec_default(&spec);
+            spec.arch = arches[a];
+            spec.type = types[t];
+            spec.tied = t % 2;
+            fx_hparams hp;
+            char msg[FX_ERRMSG_SIZE];
+            fx_status st = load_spec(&spec, &hp, msg);
+            if (st != FX_OK) fail_msg("%s type %u: %s", arches[a], types[t], msg);
+            assert_int_equal(hp.arch, a == 0 ? FX_ARCH_LLAMA : FX_ARCH_QWEN2);
+            assert_int_equal(hp.n_embd, 64);
+            assert_int_equal(hp.n_layer, 2);
+            assert_int_equal(hp.n_head, 4);
+            assert_int_equal(hp.n_head_kv, 2);
+            assert_int_equal(hp.head_dim, 16);
+            assert_int_equal(hp.n_rot, 16);
+            assert_int_equal(hp.n_ff, 96);
+            assert_int_equal(hp.n_vocab, 64);
+            assert_int_equal(hp.n_ctx_train, 256);
+            assert_true(hp.rope_freq_base == 10000.0f);
+            assert_true(hp.rms_norm_eps == 1e-5f);
+            assert_true(hp.n_params > 0);
+        }
+    }
+}
+
+/* A12: every required tensor missing, in turn, names itself. */
+static void test_missing_tensors(void **state) {
+    (void)state;
+    const char *required[] = {
+        "token_embd.weight", "output_norm.weight", "blk.0.attn_norm.weight",
+        "blk.0.attn_q.weight", "blk.1.attn_k.weight", "blk.1.attn_v.weight",
+        "blk.0.attn_output.weight", "blk.1.ffn_norm.weight",
+        "blk.0.ffn_gate.weight", "blk.1.ffn_up.weight", "blk.1.ffn_down.weight",
+    };
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.skip_tensor = required[i];
+        fx_hparams hp;
+        char msg[FX_ERRMSG_SIZE];
+        assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+        assert_non_null(strstr(msg, required[i]));
+    }
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.arch = "qwen2";
+    spec.skip_tensor = "blk.1.attn_k.bias";
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+    assert_non_null(strstr(msg, "blk.1.attn_k.bias"));
+}
+
+/* A12: a tensor with the wrong shape for the architecture. */
+static void test_wrong_shapes(void **state) {
+    (void)state;
+    const char *names[] = {"token_embd.weight", "output.weight",
+                           "blk.1.attn_q.weight", "blk.0.ffn_down.weight",
+                           "blk.0.attn_norm.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.bad_shape_tensor = names[i];
+        fx_hparams hp;
+        char msg[FX_ERRMSG_SIZE];
+        assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+        assert_non_null(strstr(msg, names[i]));
+    }
+}
+
+static size_t arch_override(gw_buf *b, void *user) {
+    const char *const *kv = user; /* {key, value-as-u32-text or NULL} */
+    gw_kv_u32(b, kv[0], (uint32_t)atoi(kv[1]));
+    return 1;
+}
+
+static void test_bad_hparams(void **state) {
+    (void)state;
+    /* The writer sets head_count_kv itself; a duplicate would be caught as
+     * such, so inconsistent numbers are made through the spec instead. */
+    gw_model_spec spec;
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+
+    gw_model_spec_default(&spec);
+    spec.n_head = 5; /* 64 is not a multiple of 5 */
+    spec.n_head_kv = 5;
+    spec.skip_tensor = NULL;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+    assert_non_null(strstr(msg, "multiple of the head count"));
+
+    gw_model_spec_default(&spec);
+    spec.n_head_kv = 3; /* 4 heads do not group into 3 */
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+
+    gw_model_spec_default(&spec);
+    spec.n_layer = 0;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+    assert_non_null(strstr(msg, "n_layer"));
+
+    /* An extra key with a wrong value type for a required number. */
+    const char *over[] = {"llama.vocab_size", "0"};
+    gw_model_spec_default(&spec);
+    spec.extra_kv = arch_override;
+    spec.extra_user = (void *)over;
+    /* vocab_size 0 falls back to the embedding's rows */
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_OK);
+    assert_int_equal(hp.n_vocab, 64);
+}
+
+static void test_unsupported(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+    gw_model_spec_default(&spec);
+    spec.arch = "mamba";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "'mamba'"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama_and_qwen2),
+        cmocka_unit_test(test_missing_tensors),
+        cmocka_unit_test(test_wrong_shapes),
+        cmocka_unit_test(test_bad_hparams),
+        cmocka_unit_test(test_unsupported),
+    };
+    return cmocka_run_group_tests_name("model", tests, NULL, NULL);
+}
