@@ -6,6 +6,7 @@
 #define FX_MODEL_H
 
 #include "../gguf/gguf.h"
+#include "../kernels/kernels.h"
 
 typedef enum fx_arch {
     FX_ARCH_UNKNOWN = 0,
@@ -40,5 +41,86 @@ fx_status fx_hparams_load(const fx_gguf *gguf, fx_hparams *hp, fx_error *err);
  * for any architecture name; absent ones stay 0. */
 fx_status fx_hparams_load_partial(const fx_gguf *gguf, fx_hparams *hp,
                                   fx_error *err);
+
+/* ---- weights ---- */
+
+typedef struct fx_matrix {
+    const void *data;   /* n rows of k elements, as GGUF stores [k, n] */
+    fx_wtype type;
+    uint32_t k, n;
+} fx_matrix;
+
+typedef struct fx_layer_weights {
+    const float *attn_norm;          /* [n_embd] */
+    fx_matrix wq, wk, wv, wo;        /* [n_embd -> q_dim / kv_dim / ...] */
+    const float *bq, *bk, *bv;       /* qwen2 only: [q_dim], [kv_dim] */
+    const float *ffn_norm;           /* [n_embd] */
+    fx_matrix w_gate, w_up, w_down;  /* [n_embd -> n_ff], [n_ff -> n_embd] */
+} fx_layer_weights;
+
+typedef struct fx_weights {
+    fx_matrix tok_embd;              /* [n_vocab rows of n_embd] */
+    const float *output_norm;        /* [n_embd] */
+    fx_matrix output;                /* tok_embd itself when tied */
+    const float *rope_freqs;         /* [n_rot/2] or NULL */
+    fx_layer_weights *layers;        /* [n_layer] */
+} fx_weights;
+
+/* Points every field into the mapped file; fx_hparams_load must have
+ * checked the tensor table first. */
+fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
+                          const fx_alloc *alloc, fx_weights *w, fx_error *err);
+void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
+
+/* ---- KV storage, as the forward pass sees it ----
+ *
+ * A sequence's keys and values live in blocks of block_tokens positions.
+ * One block holds every layer:  float [n_layer][2][block_tokens][kv_dim]
+ * (K then V per layer). Position p of a sequence is slot p % block_tokens
+ * of blocks[p / block_tokens]. A contiguous cache is a single block as
+ * long as the context; the paged cache hands out a block table. The forward
+ * pass writes the K and V of each token it runs at that token's position
+ * and reads positions 0..pos; it keeps no cursor of its own -- the owner of
+ * the view is the one truth for positions written (DESIGN.md invariant 4). */
+typedef struct fx_kv_view {
+    float *const *blocks;   /* [n_blocks] */
+    uint32_t n_blocks;
+    uint32_t block_tokens;
+} fx_kv_view;
+
+/* Floats one block of block_tokens positions takes. */
+size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens);
+
+/* ---- batched forward ---- */
+
+typedef struct fx_fwd_token {
+    int32_t token;
+    uint32_t pos;     /* position in its sequence: RoPE angle and KV slot */
+    uint32_t seq;     /* index into the views passed to fx_forward_run */
+    uint32_t logits;  /* nonzero: produce logits for this token */
+} fx_fwd_token;
+
+typedef struct fx_forward fx_forward;
+
+/* Scratch for up to max_tokens tokens per call and contexts up to max_ctx
+ * positions, allocated here once: fx_forward_run never allocates. */
+fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
+                            const fx_weights *w, fx_kernels *kc,
+                            uint32_t max_tokens, uint32_t max_ctx,
+                            fx_forward **out, fx_error *err);
+void fx_forward_free(fx_forward *f);
+
+/* Runs n tokens (any mix of sequences; within one sequence, increasing
+ * consecutive positions) through the model. Writes each token's K and V
+ * into its sequence's view and, for tokens flagged `logits`, n_vocab
+ * logits into logits_out, one row per flagged token in batch order.
+ *
+ * Determinism: every token's logits depend only on its own sequence's
+ * tokens and positions -- not on the other tokens in the call, on how a
+ * prompt was split across calls, or on the thread count -- unless the
+ * kernels run with FX_MATMUL_FAST (set by `flags`). */
+fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
+                         const fx_kv_view *views, uint32_t n_views,
+                         float *logits_out, unsigned flags, fx_error *err);
 
 #endif /* FX_MODEL_H */

@@ -1,0 +1,279 @@
+/*
+ * The batched forward pass of the llama family.
+ *
+ * One call runs T tokens that may belong to different sequences, each at
+ * its own position, each sequence with its own KV view. Every per-token
+ * computation (norms, RoPE, attention over its own sequence) is independent
+ * of the other tokens, and the matmuls have a fixed reduction order per
+ * output element (kernels.h), so a token's logits come out bit for bit the
+ * same however the batch is composed, chunked or threaded.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <string.h>
+
+struct fx_forward {
+    fx_alloc alloc;
+    const fx_hparams *hp;
+    const fx_weights *w;
+    fx_kernels *kc;
+    uint32_t max_tokens;
+    uint32_t max_ctx;
+    uint32_t q_dim, kv_dim;
+    float *x;        /* [max_tokens][n_embd] residual stream */
+    float *xb;       /* [max_tokens][n_embd] normed input of a sublayer */
+    float *q;        /* [max_tokens][q_dim] */
+    float *k;        /* [max_tokens][kv_dim] */
+    float *v;        /* [max_tokens][kv_dim] */
+    float *attn;     /* [max_tokens][q_dim] attention output */
+    float *proj;     /* [max_tokens][n_embd] sublayer output */
+    float *gate;     /* [max_tokens][n_ff] */
+    float *up;       /* [max_tokens][n_ff] */
+    float *rope;     /* [max_tokens][n_rot] cos/sin per token */
+    float *scores;   /* [n_threads][max_ctx] attention weights */
+};
+
+size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens) {
+    return (size_t)hp->n_layer * 2 * block_tokens * hp->n_head_kv *
+           hp->head_dim;
+}
+
+void fx_forward_free(fx_forward *f) {
+    if (!f) return;
+    fx_alloc alloc = f->alloc;
+    float *buffers[] = {f->x,    f->xb,   f->q,  f->k,    f->v,     f->attn,
+                        f->proj, f->gate, f->up, f->rope, f->scores};
+    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+        fx_free(&alloc, buffers[i]);
+    fx_free(&alloc, f);
+}
+
+fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
+                            const fx_weights *w, fx_kernels *kc,
+                            uint32_t max_tokens, uint32_t max_ctx,
+                            fx_forward **out, fx_error *err) {
+    *out = NULL;
+    if (max_tokens == 0 || max_ctx == 0)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "forward: max_tokens and max_ctx must be positive");
+    fx_forward *f = fx_calloc(alloc, 1, sizeof *f);
+    if (!f) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    f->alloc = *alloc;
+    f->hp = hp;
+    f->w = w;
+    f->kc = kc;
+    f->max_tokens = max_tokens;
+    f->max_ctx = max_ctx;
+    f->q_dim = hp->n_head * hp->head_dim;
+    f->kv_dim = hp->n_head_kv * hp->head_dim;
+    size_t t = max_tokens;
+    unsigned threads = fx_pool_threads(fx_kernels_pool(kc));
+    f->x = fx_malloc_array(alloc, t * hp->n_embd, sizeof(float));
+    f->xb = fx_malloc_array(alloc, t * hp->n_embd, sizeof(float));
+    f->q = fx_malloc_array(alloc, t * f->q_dim, sizeof(float));
+    f->k = fx_malloc_array(alloc, t * f->kv_dim, sizeof(float));
+    f->v = fx_malloc_array(alloc, t * f->kv_dim, sizeof(float));
+    f->attn = fx_malloc_array(alloc, t * f->q_dim, sizeof(float));
+    f->proj = fx_malloc_array(alloc, t * hp->n_embd, sizeof(float));
+    f->gate = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
+    f->up = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
+    f->rope = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
+    f->scores = fx_malloc_array(alloc, (size_t)threads * max_ctx, sizeof(float));
+    if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->attn || !f->proj ||
+        !f->gate || !f->up || !f->rope || !f->scores) {
+        fx_forward_free(f);
+        return fx_fail(err, FX_ERR_NOMEM,
+                       "out of memory for forward scratch (%u tokens)",
+                       max_tokens);
+    }
+    *out = f;
+    return FX_OK;
+}
+
+/* ---- KV addressing ---- */
+
+static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
+                      uint32_t layer, int is_value, uint32_t pos) {
+    uint32_t bt = view->block_tokens;
+    float *block = view->blocks[pos / bt];
+    size_t slot = ((size_t)(layer * 2 + (uint32_t)is_value) * bt + pos % bt);
+    return block + slot * f->kv_dim;
+}
+
+/* ---- attention ---- */
+
+typedef struct attn_job {
+    fx_forward *f;
+    const fx_fwd_token *tokens;
+    const fx_kv_view *views;
+    uint32_t layer;
+} attn_job;
+
+/* One (token, head): softmax(q . k_j / sqrt(d)) weighted sum of v_j over
+ * j = 0..pos, each reduction in increasing j (and i) order. */
+static void attend_one(void *ctx, size_t task, unsigned thread) {
+    const attn_job *job = ctx;
+    fx_forward *f = job->f;
+    const fx_hparams *hp = f->hp;
+    uint32_t hd = hp->head_dim;
+    uint32_t t = (uint32_t)(task / hp->n_head);
+    uint32_t h = (uint32_t)(task % hp->n_head);
+    uint32_t kv_head = h / (hp->n_head / hp->n_head_kv);
+    const fx_fwd_token *tok = &job->tokens[t];
+    const fx_kv_view *view = &job->views[tok->seq];
+    const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * hd;
+    float *scores = f->scores + (size_t)thread * f->max_ctx;
+    const float scale = 1.0f / sqrtf((float)hd);
+    uint32_t n_pos = tok->pos + 1;
+
+    for (uint32_t j = 0; j < n_pos; j++) {
+        const float *k = kv_slot(view, f, job->layer, 0, j) + (size_t)kv_head * hd;
+        float dot = 0.0f;
+        for (uint32_t i = 0; i < hd; i++) dot += q[i] * k[i];
+        scores[j] = dot * scale;
+    }
+    fx_softmax(scores, n_pos);
+    float *out = f->attn + (size_t)t * f->q_dim + (size_t)h * hd;
+    memset(out, 0, hd * sizeof *out);
+    for (uint32_t j = 0; j < n_pos; j++) {
+        const float *v = kv_slot(view, f, job->layer, 1, j) + (size_t)kv_head * hd;
+        float a = scores[j];
+        for (uint32_t i = 0; i < hd; i++) out[i] += a * v[i];
+    }
+}
+
+/* ---- the pass ---- */
+
+static fx_status check_tokens(const fx_forward *f, const fx_fwd_token *tokens,
+                              uint32_t n, const fx_kv_view *views,
+                              uint32_t n_views, fx_error *err) {
+    if (n == 0 || n > f->max_tokens)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "forward: %u tokens (1..%u allowed)", n, f->max_tokens);
+    for (uint32_t t = 0; t < n; t++) {
+        const fx_fwd_token *tok = &tokens[t];
+        if (tok->token < 0 || (uint32_t)tok->token >= f->hp->n_vocab)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "forward: token id %d is outside the vocabulary "
+                           "(%u)",
+                           tok->token, f->hp->n_vocab);
+        if (tok->seq >= n_views)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "forward: sequence %u of %u", tok->seq, n_views);
+        const fx_kv_view *v = &views[tok->seq];
+        if (v->block_tokens == 0 || tok->pos >= f->max_ctx ||
+            tok->pos / v->block_tokens >= v->n_blocks)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "forward: position %u has no KV slot", tok->pos);
+    }
+    return FX_OK;
+}
+
+static void add_bias(float *rows, const float *bias, uint32_t n_rows,
+                     uint32_t width) {
+    if (!bias) return;
+    for (uint32_t t = 0; t < n_rows; t++)
+        fx_add(rows + (size_t)t * width, rows + (size_t)t * width, bias, width);
+}
+
+fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
+                         const fx_kv_view *views, uint32_t n_views,
+                         float *logits_out, unsigned flags, fx_error *err) {
+    fx_status st = check_tokens(f, tokens, n, views, n_views, err);
+    if (st != FX_OK) return st;
+    const fx_hparams *hp = f->hp;
+    const fx_weights *w = f->w;
+    const uint32_t d = hp->n_embd, ff = hp->n_ff;
+    const fx_rope_mode rope_mode =
+        hp->arch == FX_ARCH_QWEN2 ? FX_ROPE_NEOX : FX_ROPE_NORMAL;
+    size_t embd_row = fx_wtype_row_bytes(w->tok_embd.type, d);
+
+    for (uint32_t t = 0; t < n; t++) {
+        const uint8_t *row =
+            (const uint8_t *)w->tok_embd.data + (size_t)tokens[t].token * embd_row;
+        if ((st = fx_wtype_row_to_f32(f->x + (size_t)t * d, row,
+                                      w->tok_embd.type, d)) != FX_OK)
+            return fx_fail(err, st, "forward: embedding lookup failed");
+        if ((st = fx_rope_cache(f->rope + (size_t)t * hp->n_rot, tokens[t].pos,
+                                hp->n_rot, hp->rope_freq_base,
+                                w->rope_freqs)) != FX_OK)
+            return fx_fail(err, st, "forward: RoPE table failed");
+    }
+
+#define MATMUL(in, ld_in, mat, out, ld_out)                                   \
+    if ((st = fx_matmul(f->kc, in, ld_in, n, (mat).data, (mat).type, (mat).n, \
+                        (mat).k, out, ld_out, flags)) != FX_OK)               \
+        return fx_fail(err, st, "forward: matmul failed");
+
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const fx_layer_weights *lw = &w->layers[l];
+        /* attention block */
+        for (uint32_t t = 0; t < n; t++)
+            fx_rmsnorm(f->xb + (size_t)t * d, f->x + (size_t)t * d,
+                       lw->attn_norm, d, hp->rms_norm_eps);
+        MATMUL(f->xb, d, lw->wq, f->q, f->q_dim)
+        MATMUL(f->xb, d, lw->wk, f->k, f->kv_dim)
+        MATMUL(f->xb, d, lw->wv, f->v, f->kv_dim)
+        add_bias(f->q, lw->bq, n, f->q_dim);
+        add_bias(f->k, lw->bk, n, f->kv_dim);
+        add_bias(f->v, lw->bv, n, f->kv_dim);
+        for (uint32_t t = 0; t < n; t++) {
+            const float *cs = f->rope + (size_t)t * hp->n_rot;
+            fx_rope_apply(f->q + (size_t)t * f->q_dim, hp->n_head, hp->head_dim,
+                          hp->n_rot, cs, rope_mode);
+            fx_rope_apply(f->k + (size_t)t * f->kv_dim, hp->n_head_kv,
+                          hp->head_dim, hp->n_rot, cs, rope_mode);
+            const fx_kv_view *view = &views[tokens[t].seq];
+            memcpy(kv_slot(view, f, l, 0, tokens[t].pos),
+                   f->k + (size_t)t * f->kv_dim, f->kv_dim * sizeof(float));
+            memcpy(kv_slot(view, f, l, 1, tokens[t].pos),
+                   f->v + (size_t)t * f->kv_dim, f->kv_dim * sizeof(float));
+        }
+        /* Every token's K and V of this layer are written before any token
+         * attends, so a token sees the earlier tokens of its own sequence
+         * that share this call. */
+        attn_job job = {f, tokens, views, l};
+        if ((st = fx_pool_run(fx_kernels_pool(f->kc), attend_one, &job,
+                              (size_t)n * hp->n_head)) != FX_OK)
+            return fx_fail(err, st, "forward: attention failed");
+        MATMUL(f->attn, f->q_dim, lw->wo, f->proj, d)
+        for (uint32_t t = 0; t < n; t++)
+            fx_add(f->x + (size_t)t * d, f->x + (size_t)t * d,
+                   f->proj + (size_t)t * d, d);
+
+        /* feed-forward block (SwiGLU) */
+        for (uint32_t t = 0; t < n; t++)
+            fx_rmsnorm(f->xb + (size_t)t * d, f->x + (size_t)t * d,
+                       lw->ffn_norm, d, hp->rms_norm_eps);
+        MATMUL(f->xb, d, lw->w_gate, f->gate, ff)
+        MATMUL(f->xb, d, lw->w_up, f->up, ff)
+        for (uint32_t t = 0; t < n; t++)
+            fx_swiglu(f->gate + (size_t)t * ff, f->gate + (size_t)t * ff,
+                      f->up + (size_t)t * ff, ff);
+        MATMUL(f->gate, ff, lw->w_down, f->proj, d)
+        for (uint32_t t = 0; t < n; t++)
+            fx_add(f->x + (size_t)t * d, f->x + (size_t)t * d,
+                   f->proj + (size_t)t * d, d);
+    }
+#undef MATMUL
+
+    /* Logits only for the tokens that asked: the output matrix is the
+     * largest in most small models, and prefill needs just the last row. */
+    uint32_t n_logits = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        if (!tokens[t].logits) continue;
+        fx_rmsnorm(f->xb + (size_t)n_logits * d, f->x + (size_t)t * d,
+                   w->output_norm, d, hp->rms_norm_eps);
+        n_logits++;
+    }
+    if (n_logits == 0) return FX_OK;
+    if (!logits_out)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "forward: logits requested but no output buffer");
+    if ((st = fx_matmul(f->kc, f->xb, d, n_logits, w->output.data,
+                        w->output.type, w->output.n, w->output.k, logits_out,
+                        hp->n_vocab, flags)) != FX_OK)
+        return fx_fail(err, st, "forward: output matmul failed");
+    return FX_OK;
+}

@@ -1,0 +1,439 @@
+/*
+ * The batched forward pass against a deliberately naive reference (one
+ * token at a time, one sequence, plain loops in double precision, in the
+ * spirit of llama2.c's run.c), and its determinism contract: a sequence's
+ * logits are bit-identical alone or batched with others, whole or chunked,
+ * on one thread or two.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gguf_writer.h"
+#include "model/model.h"
+
+typedef struct harness {
+    gw_buf file;
+    fx_alloc alloc;
+    fx_gguf *g;
+    fx_hparams hp;
+    fx_weights w;
+    fx_kernels *kc;
+    fx_forward *f;
+} harness;
+
+enum { MAX_CTX = 64, MAX_TOKENS = 96 };
+
+static void harness_open(harness *h, const gw_model_spec *spec,
+                         unsigned threads) {
+    memset(h, 0, sizeof *h);
+    gw_build_model(&h->file, spec);
+    fx_alloc_init(&h->alloc, NULL);
+    fx_error err;
+    assert_int_equal(fx_gguf_open_memory(h->file.data, h->file.len, &h->alloc,
+                                         &h->g, &err), FX_OK);
+    assert_int_equal(fx_hparams_load(h->g, &h->hp, &err), FX_OK);
+    assert_int_equal(fx_weights_bind(h->g, &h->hp, &h->alloc, &h->w, &err), FX_OK);
+    fx_kernels_params kp;
+    fx_kernels_params_init(&kp);
+    kp.n_threads = threads;
+    assert_int_equal(fx_kernels_create(&h->alloc, &kp, &h->kc, &err), FX_OK);
+    assert_int_equal(fx_forward_create(&h->alloc, &h->hp, &h->w, h->kc,
+                                       MAX_TOKENS, MAX_CTX, &h->f, &err),
+                     FX_OK);
+}
+
+static void harness_close(harness *h) {
+    fx_forward_free(h->f);
+    fx_kernels_free(h->kc);
+    fx_weights_free(&h->w, &h->alloc);
+    fx_gguf_close(h->g);
+    gw_free(&h->file);
+}
+
+/* A contiguous KV cache: one block as long as the context. */
+typedef struct seq_kv {
+    float *data;
+    float *blocks[1];
+    fx_kv_view view;
+} seq_kv;
+
+static void seq_kv_init(seq_kv *s, const fx_hparams *hp) {
+    s->data = calloc(fx_kv_block_floats(hp, MAX_CTX), sizeof(float));
+    assert_non_null(s->data);
+    s->blocks[0] = s->data;
+    s->view = (fx_kv_view){s->blocks, 1, MAX_CTX};
+}
+
+/* ---- the reference ---- */
+
+static void ref_row(const fx_matrix *m, uint32_t row, double *out) {
+    float *tmp = malloc(m->k * sizeof *tmp);
+    assert_non_null(tmp);
+    const uint8_t *p = (const uint8_t *)m->data +
+                       (size_t)row * fx_wtype_row_bytes(m->type, m->k);
+    assert_int_equal(fx_wtype_row_to_f32(tmp, p, m->type, m->k), FX_OK);
+    for (uint32_t i = 0; i < m->k; i++) out[i] = tmp[i];
+    free(tmp);
+}
+
+/* out[n] = sum_k W[n][k] x[k] */
+static void ref_matvec(const fx_matrix *m, const double *x, double *out) {
+    double *row = malloc(m->k * sizeof *row);
+    assert_non_null(row);
+    for (uint32_t n = 0; n < m->n; n++) {
+        ref_row(m, n, row);
+        double s = 0;
+        for (uint32_t k = 0; k < m->k; k++) s += row[k] * x[k];
+        out[n] = s;
+    }
+    free(row);
+}
+
+static void ref_rmsnorm(double *out, const double *x, const float *w,
+                        uint32_t n, float eps) {
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++) ss += x[i] * x[i];
+    double s = 1.0 / sqrt(ss / n + eps);
+    for (uint32_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
+}
+
+static void ref_rope(double *v, uint32_t n_heads, const fx_hparams *hp,
+                     uint32_t pos) {
+    int neox = hp->arch == FX_ARCH_QWEN2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        double *x = v + (size_t)h * hp->head_dim;
+        for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
+            double theta = pos * pow(hp->rope_freq_base, -2.0 * i / hp->n_rot);
+            uint32_t a = neox ? i : 2 * i, b = neox ? i + hp->n_rot / 2 : 2 * i + 1;
+            double xa = x[a], xb = x[b];
+            x[a] = xa * cos(theta) - xb * sin(theta);
+            x[b] = xa * sin(theta) + xb * cos(theta);
+        }
+    }
+}
+
+/* Logits for every position of one sequence, computed token by token. */
+static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
+                        double *logits) {
+    const fx_hparams *hp = &h->hp;
+    const fx_weights *w = &h->w;
+    uint32_t d = hp->n_embd, hd = hp->head_dim, ff = hp->n_ff;
+    uint32_t qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+    double *x = calloc(d, sizeof *x), *xb = calloc(d, sizeof *xb);
+    double *q = calloc(qd, sizeof *q), *att = calloc(qd, sizeof *att);
+    double *g = calloc(ff, sizeof *g), *u = calloc(ff, sizeof *u);
+    double *o = calloc(d > ff ? d : ff, sizeof *o);
+    double *kc = calloc((size_t)hp->n_layer * n * kvd, sizeof *kc);
+    double *vc = calloc((size_t)hp->n_layer * n * kvd, sizeof *vc);
+    double *sc = calloc(n, sizeof *sc);
+    assert_true(x && xb && q && att && g && u && o && kc && vc && sc);
+    for (uint32_t p = 0; p < n; p++) {
+        ref_row(&w->tok_embd, (uint32_t)tokens[p], x);
+        for (uint32_t l = 0; l < hp->n_layer; l++) {
+            const fx_layer_weights *lw = &w->layers[l];
+            double *kl = kc + ((size_t)l * n + p) * kvd;
+            double *vl = vc + ((size_t)l * n + p) * kvd;
+            ref_rmsnorm(xb, x, lw->attn_norm, d, hp->rms_norm_eps);
+            ref_matvec(&lw->wq, xb, q);
+            ref_matvec(&lw->wk, xb, kl);
+            ref_matvec(&lw->wv, xb, vl);
+            if (lw->bq) {
+                for (uint32_t i = 0; i < qd; i++) q[i] += lw->bq[i];
+                for (uint32_t i = 0; i < kvd; i++) kl[i] += lw->bk[i];
+                for (uint32_t i = 0; i < kvd; i++) vl[i] += lw->bv[i];
+            }
+            ref_rope(q, hp->n_head, hp, p);
+            ref_rope(kl, hp->n_head_kv, hp, p);
+            for (uint32_t hh = 0; hh < hp->n_head; hh++) {
+                uint32_t kvh = hh / (hp->n_head / hp->n_head_kv);
+                double mx = -INFINITY, sum = 0;
+                for (uint32_t j = 0; j <= p; j++) {
+                    const double *kj = kc + ((size_t)l * n + j) * kvd + kvh * hd;
+                    double s = 0;
+                    for (uint32_t i = 0; i < hd; i++) s += q[hh * hd + i] * kj[i];
+                    sc[j] = s / sqrt((double)hd);
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (uint32_t j = 0; j <= p; j++) sum += (sc[j] = exp(sc[j] - mx));
+                for (uint32_t i = 0; i < hd; i++) {
+                    double a = 0;
+                    for (uint32_t j = 0; j <= p; j++)
+                        a += sc[j] / sum * vc[((size_t)l * n + j) * kvd + kvh * hd + i];
+                    att[hh * hd + i] = a;
+                }
+            }
+            ref_matvec(&lw->wo, att, o);
+            for (uint32_t i = 0; i < d; i++) x[i] += o[i];
+            ref_rmsnorm(xb, x, lw->ffn_norm, d, hp->rms_norm_eps);
+            ref_matvec(&lw->w_gate, xb, g);
+            ref_matvec(&lw->w_up, xb, u);
+            for (uint32_t i = 0; i < ff; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            ref_matvec(&lw->w_down, g, o);
+            for (uint32_t i = 0; i < d; i++) x[i] += o[i];
+        }
+        ref_rmsnorm(xb, x, w->output_norm, d, hp->rms_norm_eps);
+        ref_matvec(&w->output, xb, logits + (size_t)p * hp->n_vocab);
+    }
+    free(x); free(xb); free(q); free(att); free(g); free(u); free(o);
+    free(kc); free(vc); free(sc);
+}
+
+/* ---- helpers around the real pass ---- */
+
+/* Runs `tokens` of one sequence in chunks of `chunk`, logits at every
+ * position, into out [n][n_vocab]. */
+static void run_chunked(harness *h, seq_kv *kv, const int32_t *tokens,
+                        uint32_t n, uint32_t chunk, float *out) {
+    fx_fwd_token batch[MAX_TOKENS];
+    fx_error err;
+    for (uint32_t start = 0; start < n; start += chunk) {
+        uint32_t len = n - start < chunk ? n - start : chunk;
+        for (uint32_t i = 0; i < len; i++)
+            batch[i] = (fx_fwd_token){tokens[start + i], start + i, 0, 1};
+        fx_status st = fx_forward_run(h->f, batch, len, &kv->view, 1,
+                                      out + (size_t)start * h->hp.n_vocab, 0, &err);
+        if (st != FX_OK) fail_msg("%s", err.message);
+    }
+}
+
+static void random_tokens(int32_t *t, uint32_t n, uint32_t vocab, uint64_t seed) {
+    for (uint32_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((seed >> 33) % vocab);
+    }
+}
+
+static void test_against_reference(void **state) {
+    (void)state;
+    const char *arches[] = {"llama", "qwen2"};
+    uint32_t types[] = {0, 1, 30, 8};
+    for (int a = 0; a < 2; a++) {
+        for (int ty = 0; ty < 4; ty++) {
+            gw_model_spec spec;
+            gw_model_spec_default(&spec);
+            spec.arch = arches[a];
+            spec.type = types[ty];
+            spec.tied = ty == 1;
+            spec.seed = 7 + (uint64_t)ty;
+            harness h;
+            harness_open(&h, &spec, 1);
+            enum { N = 12 };
+            int32_t tokens[N];
+            random_tokens(tokens, N, h.hp.n_vocab, 99 + (uint64_t)a);
+            double *ref = calloc((size_t)N * h.hp.n_vocab, sizeof *ref);
+            float *got = calloc((size_t)N * h.hp.n_vocab, sizeof *got);
+            seq_kv kv;
+            seq_kv_init(&kv, &h.hp);
+            ref_forward(&h, tokens, N, ref);
+            run_chunked(&h, &kv, tokens, N, N, got);
+            double worst = 0;
+            for (uint32_t p = 0; p < N; p++) {
+                double scale = 0, diff = 0;
+                for (uint32_t i = 0; i < h.hp.n_vocab; i++) {
+                    double r = ref[(size_t)p * h.hp.n_vocab + i];
+                    double gv = got[(size_t)p * h.hp.n_vocab + i];
+                    if (fabs(r) > scale) scale = fabs(r);
+                    if (fabs(r - gv) > diff) diff = fabs(r - gv);
+                }
+                if (diff / scale > worst) worst = diff / scale;
+            }
+            /* Weights are dequantized exactly on both sides, so only the
+             * float32 arithmetic differs: the same bound for every type. */
+            if (worst > 1e-4)
+                fail_msg("%s %u: relative logit error %g", arches[a], types[ty],
+                         worst);
+            free(ref);
+            free(got);
+            free(kv.data);
+            harness_close(&h);
+        }
+    }
+}
+
+static uint32_t argmax(const float *v, uint32_t n) {
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i; /* lowest id wins a tie */
+    return best;
+}
+
+/* Greedy decoding agrees with the reference wherever the reference's top
+ * two logits are not within rounding of each other. */
+static void test_greedy_matches_reference(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.seed = 3;
+    harness h;
+    harness_open(&h, &spec, 1);
+    enum { PROMPT = 5, GEN = 10, N = PROMPT + GEN };
+    int32_t tokens[N];
+    random_tokens(tokens, PROMPT, h.hp.n_vocab, 5);
+    seq_kv kv;
+    seq_kv_init(&kv, &h.hp);
+    float *logits = calloc(h.hp.n_vocab, sizeof *logits);
+    fx_error err;
+    for (uint32_t p = 0; p < N - 1; p++) {
+        fx_fwd_token tok = {tokens[p], p, 0, 1};
+        assert_int_equal(fx_forward_run(h.f, &tok, 1, &kv.view, 1, logits, 0, &err),
+                         FX_OK);
+        if (p + 1 >= PROMPT) tokens[p + 1] = (int32_t)argmax(logits, h.hp.n_vocab);
+    }
+    double *ref = calloc((size_t)N * h.hp.n_vocab, sizeof *ref);
+    ref_forward(&h, tokens, N, ref);
+    for (uint32_t p = PROMPT - 1; p < N - 1; p++) {
+        const double *r = ref + (size_t)p * h.hp.n_vocab;
+        uint32_t best = 0, second = 1;
+        for (uint32_t i = 1; i < h.hp.n_vocab; i++) {
+            if (r[i] > r[best]) { second = best; best = i; }
+            else if (i != best && r[i] > r[second]) second = i;
+        }
+        if (r[best] - r[second] < 1e-4 * fabs(r[best])) break;
+        assert_int_equal(tokens[p + 1], (int32_t)best);
+    }
+    free(ref);
+    free(logits);
+    free(kv.data);
+    harness_close(&h);
+}
+
+/* The determinism contract: the target sequence's logits, bit for bit,
+ * alone; batched with 1, 3 and 8 other sequences of other lengths;
+ * prefilled in chunks of 1, 7 and all; on 1 and 2 threads. */
+static void test_batch_invariance(void **state) {
+    (void)state;
+    uint32_t types[] = {0, 8, 1, 30};
+    for (int ty = 0; ty < 4; ty++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.type = types[ty];
+        spec.arch = ty % 2 ? "qwen2" : "llama";
+        enum { N = 20 };
+        int32_t target[N];
+        float *solo = NULL;
+        for (unsigned threads = 1; threads <= 2; threads++) {
+            harness h;
+            harness_open(&h, &spec, threads);
+            uint32_t V = h.hp.n_vocab;
+            random_tokens(target, N, V, 42);
+            if (!solo) {
+                solo = calloc((size_t)N * V, sizeof *solo);
+                seq_kv kv;
+                seq_kv_init(&kv, &h.hp);
+                run_chunked(&h, &kv, target, N, N, solo);
+                free(kv.data);
+            }
+            float *got = calloc((size_t)N * V, sizeof *got);
+            uint32_t chunks[] = {1, 7, N};
+            for (int c = 0; c < 3; c++) {
+                seq_kv kv;
+                seq_kv_init(&kv, &h.hp);
+                memset(got, 0, (size_t)N * V * sizeof *got);
+                run_chunked(&h, &kv, target, N, chunks[c], got);
+                if (memcmp(got, solo, (size_t)N * V * sizeof *got) != 0)
+                    fail_msg("type %u, %u threads, chunk %u: logits differ",
+                             types[ty], threads, chunks[c]);
+                free(kv.data);
+            }
+            /* Mixed batches: the target's whole prompt plus others. */
+            uint32_t others_counts[] = {1, 3, 8};
+            for (int oc = 0; oc < 3; oc++) {
+                uint32_t n_others = others_counts[oc];
+                seq_kv kvs[9];
+                fx_kv_view views[9];
+                for (uint32_t s = 0; s <= n_others; s++) {
+                    seq_kv_init(&kvs[s], &h.hp);
+                    views[s] = kvs[s].view;
+                }
+                fx_fwd_token batch[MAX_TOKENS];
+                uint32_t n = 0, target_first = 0;
+                /* Others go first and last so the target sits mid-batch;
+                 * lengths 1..8 vary per sequence. */
+                for (uint32_t s = 1; s <= n_others; s++) {
+                    uint32_t len = 1 + (s * 5) % 8;
+                    int32_t tok[8];
+                    random_tokens(tok, len, V, 1000 + s);
+                    for (uint32_t i = 0; i < len; i++)
+                        batch[n++] = (fx_fwd_token){tok[i], i, s, (i + s) % 2};
+                    if (s == (n_others + 1) / 2) {
+                        target_first = n;
+                        for (uint32_t i = 0; i < N; i++)
+                            batch[n++] = (fx_fwd_token){target[i], i, 0, 1};
+                    }
+                }
+                /* logits rows: in batch order, one per flagged token */
+                uint32_t n_flagged = 0, target_row = 0;
+                for (uint32_t i = 0; i < n; i++) {
+                    if (i == target_first) target_row = n_flagged;
+                    if (batch[i].logits) n_flagged++;
+                }
+                float *all = calloc((size_t)n_flagged * V, sizeof *all);
+                fx_error err;
+                assert_int_equal(fx_forward_run(h.f, batch, n, views,
+                                                n_others + 1, all, 0, &err),
+                                 FX_OK);
+                if (memcmp(all + (size_t)target_row * V, solo,
+                           (size_t)N * V * sizeof *all) != 0)
+                    fail_msg("type %u, %u threads, %u others: logits differ",
+                             types[ty], threads, n_others);
+                free(all);
+                for (uint32_t s = 0; s <= n_others; s++) free(kvs[s].data);
+            }
+            free(got);
+            harness_close(&h);
+        }
+        free(solo);
+    }
+}
+
+/* Bad batches are refused with a status, not read out of bounds. */
+static void test_bad_batches(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    harness h;
+    harness_open(&h, &spec, 1);
+    seq_kv kv;
+    seq_kv_init(&kv, &h.hp);
+    float *logits = calloc(h.hp.n_vocab, sizeof *logits);
+    fx_error err;
+    fx_fwd_token bad_token = {(int32_t)h.hp.n_vocab, 0, 0, 1};
+    assert_int_equal(fx_forward_run(h.f, &bad_token, 1, &kv.view, 1, logits, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    fx_fwd_token negative = {-1, 0, 0, 1};
+    assert_int_equal(fx_forward_run(h.f, &negative, 1, &kv.view, 1, logits, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    fx_fwd_token bad_seq = {1, 0, 1, 1};
+    assert_int_equal(fx_forward_run(h.f, &bad_seq, 1, &kv.view, 1, logits, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    fx_fwd_token bad_pos = {1, MAX_CTX, 0, 1};
+    assert_int_equal(fx_forward_run(h.f, &bad_pos, 1, &kv.view, 1, logits, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    fx_fwd_token ok = {1, 0, 0, 1};
+    assert_int_equal(fx_forward_run(h.f, &ok, 0, &kv.view, 1, logits, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_forward_run(h.f, &ok, 1, &kv.view, 1, NULL, 0, &err),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_forward_run(h.f, &ok, 1, &kv.view, 1, logits, 0, &err),
+                     FX_OK);
+    free(logits);
+    free(kv.data);
+    harness_close(&h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_greedy_matches_reference),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_bad_batches),
+    };
+    return cmocka_run_group_tests_name("forward", tests, NULL, NULL);
+}
