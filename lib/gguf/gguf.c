@@ -357,6 +357,7 @@ static fx_status parse_kvs(parser *p) {
         if ((st = read_u32(c, &kv->type, "metadata value type")) != FX_OK)
             return st;
         if ((st = parse_value(p, kv, kv->key)) != FX_OK) return st;
+        kv->end_offset = c->pos;
     }
     return FX_OK;
 }

@@ -56,6 +56,7 @@ typedef struct fx_gguf_kv {
     const char *key;        /* NUL-terminated copy */
     uint64_t key_len;       /* bytes in the file (a key may hold a NUL) */
     uint64_t offset;        /* file offset of the key's length field */
+    uint64_t end_offset;    /* file offset just past the value */
     uint32_t type;          /* fx_gguf_vtype */
     uint32_t elem_type;     /* arrays: element type */
     uint64_t count;         /* arrays: element count; else 1 */

@@ -1,0 +1,12 @@
+# Developer tools that reach into the library's internals link the static
+# library with lib/ on the include path.
+function(fx_add_internal_tool name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE ferrox_static)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/lib
+                             ${PROJECT_SOURCE_DIR}/tests/support)
+  ferrox_warnings(${name})
+endfunction()
+
+fx_add_internal_tool(ferrox-mkmodel ferrox-mkmodel.c
+                     ${PROJECT_SOURCE_DIR}/tests/support/gguf_writer.c)
