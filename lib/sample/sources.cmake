@@ -1,0 +1,1 @@
+list(APPEND FX_SOURCES ${CMAKE_CURRENT_LIST_DIR}/sample.c)

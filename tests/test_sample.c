@@ -1,0 +1,121 @@
+/*
+ * The seeded random stream (golden values from an independent
+ * implementation of splitmix64-seeded xoshiro256**) and the samplers.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sample/sample.h"
+
+static void test_rng_golden(void **state) {
+    (void)state;
+    fx_rng rng;
+    fx_rng_seed(&rng, 0);
+    assert_true(fx_rng_next(&rng) == 0x99ec5f36cb75f2b4ull);
+    assert_true(fx_rng_next(&rng) == 0xbf6e1f784956452aull);
+    assert_true(fx_rng_next(&rng) == 0x1a5f849d4933e6e0ull);
+    fx_rng_seed(&rng, 42);
+    assert_true(fx_rng_next(&rng) == 0x15780b2e0c2ec716ull);
+    assert_true(fx_rng_next(&rng) == 0x6104d9866d113a7eull);
+    assert_true(fx_rng_next(&rng) == 0xae17533239e499a1ull);
+    for (int i = 0; i < 1000; i++) {
+        double u = fx_rng_uniform(&rng);
+        assert_true(u >= 0.0 && u < 1.0);
+    }
+}
+
+static void test_greedy(void **state) {
+    (void)state;
+    float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+    assert_int_equal(fx_argmax(logits, 6), 1); /* tie: lowest id */
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_sampling cfg;
+    fx_sampling_default(&cfg);
+    fx_sampler s;
+    fx_error err;
+    assert_int_equal(fx_sampler_init(&s, &alloc, 6, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_sample(&s, logits), 1);
+    fx_sampler_free(&s, &alloc);
+    cfg.temperature = 1.0f;
+    cfg.top_k = 1; /* top-1 is greedy too, ties by id */
+    assert_int_equal(fx_sampler_init(&s, &alloc, 6, &cfg, &err), FX_OK);
+    for (int i = 0; i < 50; i++) assert_int_equal(fx_sampler_sample(&s, logits), 1);
+    fx_sampler_free(&s, &alloc);
+}
+
+/* Draw frequencies follow the tempered softmax; the same seed repeats. */
+static void test_distribution_and_seed(void **state) {
+    (void)state;
+    float logits[4] = {1.0f, 0.0f, 2.0f, -1.0f};
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_sampling cfg;
+    fx_sampling_default(&cfg);
+    cfg.temperature = 0.7f;
+    cfg.seed = 1234;
+    fx_sampler a, b;
+    fx_error err;
+    assert_int_equal(fx_sampler_init(&a, &alloc, 4, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_init(&b, &alloc, 4, &cfg, &err), FX_OK);
+    enum { DRAWS = 40000 };
+    int counts[4] = {0};
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t t = fx_sampler_sample(&a, logits);
+        assert_int_equal(t, fx_sampler_sample(&b, logits));
+        counts[t]++;
+    }
+    double z = 0, p[4];
+    for (int i = 0; i < 4; i++) z += exp(logits[i] / 0.7);
+    for (int i = 0; i < 4; i++) {
+        p[i] = exp(logits[i] / 0.7) / z;
+        double sd = sqrt(p[i] * (1 - p[i]) / DRAWS);
+        assert_true(fabs((double)counts[i] / DRAWS - p[i]) < 5 * sd + 1e-4);
+    }
+    fx_sampler_free(&a, &alloc);
+    fx_sampler_free(&b, &alloc);
+}
+
+static void test_top_p_and_min_p(void **state) {
+    (void)state;
+    /* softmax of these at T=1: ~0.64, 0.24, 0.09, 0.03 */
+    float logits[4] = {3.0f, 2.0f, 1.0f, 0.0f};
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_sampling cfg;
+    fx_sampling_default(&cfg);
+    cfg.temperature = 1.0f;
+    cfg.top_p = 0.8f; /* keeps ids 0 and 1 */
+    fx_sampler s;
+    fx_error err;
+    assert_int_equal(fx_sampler_init(&s, &alloc, 4, &cfg, &err), FX_OK);
+    int seen[4] = {0};
+    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits)]++;
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    assert_int_equal(seen[2] + seen[3], 0);
+    fx_sampler_free(&s, &alloc);
+
+    cfg.top_p = 1.0f;
+    cfg.min_p = 0.2f; /* p >= 0.2 * 0.64 keeps ids 0 and 1 */
+    assert_int_equal(fx_sampler_init(&s, &alloc, 4, &cfg, &err), FX_OK);
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits)]++;
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    assert_int_equal(seen[2] + seen[3], 0);
+    fx_sampler_free(&s, &alloc);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng_golden),
+        cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_distribution_and_seed),
+        cmocka_unit_test(test_top_p_and_min_p),
+    };
+    return cmocka_run_group_tests_name("sample", tests, NULL, NULL);
+}
