@@ -96,9 +96,19 @@ typedef enum fx_status {
     FX_ERR_BAD_VOCAB = 18,       /* tokenizer metadata invalid: wrong array
                                     type or length, special id out of range,
                                     malformed byte token, empty vocabulary */
-    FX_ERR_BAD_TEMPLATE = 19     /* a chat template that cannot be
+    FX_ERR_BAD_TEMPLATE = 19,    /* a chat template that cannot be
                                     recognized or rendered, or messages it
                                     cannot take */
+    FX_ERR_STALE_HANDLE = 20,    /* a row or lease handle that was released,
+                                    finished and reaped, or never issued */
+    FX_ERR_REENTRANT = 21,       /* a call into a batcher from inside one of
+                                    its own callbacks (log, allocator) */
+    FX_ERR_NO_ROOM = 22,         /* a request that can never fit: longer than
+                                    the context, or more KV blocks than the
+                                    whole budget */
+    FX_ERR_INTERNAL = 23         /* an internal consistency check failed; the
+                                    batcher stops rather than corrupt rows
+                                    (please report it) */
 } fx_status;
 
 /* A short constant English description of a status ("truncated file").
@@ -281,7 +291,7 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
  * NULL when max_tokens is 0, to ask for the count).
  * Errors: FX_ERR_INVALID_ARG (NULL model or n_tokens, unknown flags),
  * FX_ERR_TOO_LARGE (text_len above 2^31 - 1 bytes), FX_ERR_NOMEM. */
-FX_API fx_status fx_tokenize(fx_model *model, const char *text,
+FX_API fx_status fx_tokenize(const fx_model *model, const char *text,
                              size_t text_len, uint32_t flags,
                              int32_t *tokens, size_t max_tokens,
                              size_t *n_tokens);
@@ -301,7 +311,7 @@ FX_API fx_status fx_tokenize(fx_model *model, const char *text,
  * buf_size is 0). Only FX_DETOKENIZE_RENDER_SPECIAL applies here.
  * Errors: FX_ERR_INVALID_ARG (NULL model or n_bytes, token out of range,
  * unknown flags). */
-FX_API fx_status fx_token_to_piece(fx_model *model, int32_t token,
+FX_API fx_status fx_token_to_piece(const fx_model *model, int32_t token,
                                    uint32_t flags, char *buf,
                                    size_t buf_size, size_t *n_bytes);
 
@@ -311,7 +321,7 @@ FX_API fx_status fx_token_to_piece(fx_model *model, int32_t token,
  * fx_detokenize(fx_tokenize(x)) == x for valid UTF-8 x. Buffer contract as
  * fx_token_to_piece. Errors: FX_ERR_INVALID_ARG (NULL model or n_bytes,
  * tokens NULL with n_tokens > 0, a token out of range, unknown flags). */
-FX_API fx_status fx_detokenize(fx_model *model, const int32_t *tokens,
+FX_API fx_status fx_detokenize(const fx_model *model, const int32_t *tokens,
                                size_t n_tokens, uint32_t flags, char *buf,
                                size_t buf_size, size_t *n_bytes);
 
@@ -379,6 +389,11 @@ FX_API int fx_token_type(const fx_model *model, int32_t token);
  *   deepseek3         DeepSeek V3 / R1 and R1 distills: <|User|>, <|Assistant|>
  *                     (written with U+FF5C fullwidth bars)
  *   vicuna, vicuna-orca  USER: ... ASSISTANT: ...</s>
+ *
+ * FX_CHAT_ADD_ASSISTANT is the template's add_generation_prompt. The
+ * Llama 2, Mistral and Phi-4 templates have none: their user turn already
+ * ends with the assistant's opening ([/INST], <|im_start|>assistant...),
+ * so there the flag changes nothing, as in the reference.
  *
  * Roles are "system", "user" and "assistant". Where a family's template
  * raises an exception (Llama 2, Mistral and Gemma need user/assistant
@@ -470,6 +485,208 @@ FX_API fx_status fx_chat_stop_strings(const char *tmpl, const char **out,
                                       size_t cap, size_t *n);
 
 /* ---- end chat ---- */
+
+/* ------------------------------------------------------------------------ */
+/* Batcher: submit / step / poll                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A batcher runs many requests ("rows") over one model from the host's own
+ * loop:
+ *
+ *     fx_submit(b, &request, &row)   any time; cheap; never runs the model
+ *     fx_step(b)                     one bounded tick: admit, prefill, decode
+ *     fx_poll(b, &event)             text chunks and finished rows, in order
+ *
+ * Threads: fx_cancel may be called from any thread at any time. Every other
+ * batcher call must come from one thread at a time (the host's loop). The
+ * batcher starts n_threads - 1 worker threads at creation and no others.
+ *
+ * Determinism: with FX_BATCHER_FAST unset, a row's tokens depend only on its
+ * own request (prompt, seed, settings) -- not on the other rows, on the
+ * step budget, on prefix-cache hits, or on the thread count.
+ *
+ * A row handle is a generation-counted id, not a pointer: once a row is
+ * reaped (its DONE event polled) or released, its handle is stale and every
+ * call given it returns FX_ERR_STALE_HANDLE, even after its slot is reused.
+ */
+
+/* Flags for fx_batcher_params.flags. */
+#define FX_BATCHER_NO_PREFIX_CACHE 0x1u /* never adopt or publish prefixes */
+#define FX_BATCHER_FAST 0x2u /* large F32 matmuls on OpenBLAS: faster
+                                prefill, but a row's last bits (and so its
+                                tokens) may depend on the batch */
+
+typedef struct fx_batcher_params {
+    uint32_t struct_size;       /* sizeof(fx_batcher_params), set by _init */
+    uint32_t flags;             /* FX_BATCHER_* */
+    uint32_t max_rows;          /* rows admitted at once; default 16 */
+    uint32_t max_step_tokens;   /* tokens one fx_step may run through the
+                                   model (bounds a step's latency); default
+                                   256, at least max_rows */
+    uint32_t n_ctx;             /* most positions one row may use; default
+                                   the model's training context, capped at
+                                   4096 */
+    uint32_t block_tokens;      /* KV block size in positions; default 16 */
+    uint64_t kv_bytes;          /* memory for the KV cache, allocated once
+                                   at create; default enough for max_rows
+                                   rows of n_ctx positions */
+    uint32_t n_threads;         /* default 1 (no threads are created) */
+    fx_allocator allocator;     /* default: the C library's */
+    fx_log_fn log_fn;           /* default: NULL */
+    void *log_user;
+    fx_log_level log_level;     /* default FX_LOG_WARN */
+} fx_batcher_params;
+
+FX_API void fx_batcher_params_init(fx_batcher_params *params);
+
+/* Creates a batcher over a loaded (not vocabulary-only) model. The model
+ * must outlive it; fx_model_free on a model that batchers still use only
+ * marks it, and the last fx_batcher_free frees it. Errors as fx_model_load
+ * (message in errbuf), plus FX_ERR_INVALID_ARG for unusable parameters. */
+FX_API fx_status fx_batcher_create(fx_model *model,
+                                   const fx_batcher_params *params,
+                                   fx_batcher **out_batcher, char *errbuf,
+                                   size_t errbuf_size);
+
+/* Ends every row without events and frees everything. NULL is a no-op. */
+FX_API void fx_batcher_free(fx_batcher *batcher);
+
+/* The message of the most recent failed call on this batcher, or "". */
+FX_API const char *fx_batcher_errmsg(const fx_batcher *batcher);
+
+/* Flags for fx_request.flags. */
+#define FX_REQUEST_IGNORE_EOS 0x1u     /* keep going past end-of-generation
+                                          tokens (until max_tokens or a
+                                          stop) */
+#define FX_REQUEST_PARSE_SPECIAL 0x2u  /* special-token text in a text prompt
+                                          becomes the special token */
+#define FX_REQUEST_NO_BOS 0x4u         /* do not add BOS to a text prompt even
+                                          if the vocabulary asks for it */
+
+typedef struct fx_request {
+    uint32_t struct_size;          /* sizeof(fx_request), set by _init */
+    uint32_t flags;                /* FX_REQUEST_* */
+    /* The prompt: text (tokenized at submit, with BOS as the vocabulary
+     * says), or token ids when `prompt` is NULL. Copied at submit. */
+    const char *prompt;
+    size_t prompt_len;
+    const int32_t *prompt_tokens;
+    size_t n_prompt_tokens;
+    uint32_t max_tokens;           /* tokens to generate at most; default
+                                      256 */
+    float temperature;             /* <= 0: greedy; default 0 */
+    uint32_t top_k;                /* 0: off (default) */
+    float top_p;                   /* 1: off (default) */
+    float min_p;                   /* 0: off (default) */
+    uint64_t seed;                 /* the row's random stream; default 0 */
+    /* Stop strings (UTF-8, NUL-terminated): generation ends when the text
+     * contains one; it is not emitted. Text that could be the start of a
+     * stop string is held back until it is known not to be. Copied. */
+    const char *const *stop;
+    size_t n_stop;
+    /* Extra token ids that end generation (EOS and EOT always do, unless
+     * FX_REQUEST_IGNORE_EOS). Copied. */
+    const int32_t *stop_tokens;
+    size_t n_stop_tokens;
+    /* A pinned prefix (fx_lease_create): the prompt continues it. NULL for
+     * none. */
+    fx_lease *lease;
+    void *user;                    /* returned in this row's events */
+} fx_request;
+
+FX_API void fx_request_init(fx_request *request);
+
+/* Queues a request and returns its row handle at once. Tokenizes and
+ * checks; never runs the model and never blocks.
+ * Errors: FX_ERR_INVALID_ARG (bad fields, empty prompt, token out of
+ * range), FX_ERR_NO_ROOM (prompt + max_tokens longer than n_ctx, or more
+ * KV blocks than the whole cache: it could never run), FX_ERR_STALE_HANDLE
+ * (a released lease), FX_ERR_NOMEM, FX_ERR_REENTRANT. */
+FX_API fx_status fx_submit(fx_batcher *batcher, const fx_request *request,
+                           fx_row **out_row);
+
+/* One tick: ends cancelled rows, admits queued requests in submit order
+ * while rows and KV blocks allow, runs one forward pass that mixes prompt
+ * chunks with one decode token of every generating row (at most
+ * max_step_tokens tokens), samples, matches stops, and ends finished rows.
+ * Returns FX_OK when there was nothing to do as well. Per-row outcomes
+ * arrive as events; only batcher-wide failures are returned here. */
+FX_API fx_status fx_step(fx_batcher *batcher);
+
+/* Rows queued or running (not yet ended). */
+FX_API uint32_t fx_batcher_pending(const fx_batcher *batcher);
+
+typedef enum fx_event_type {
+    FX_EVENT_NONE = 0,
+    FX_EVENT_TEXT = 1,  /* a chunk of a row's output */
+    FX_EVENT_DONE = 2   /* the row ended; its last event */
+} fx_event_type;
+
+typedef enum fx_finish_reason {
+    FX_FINISH_NONE = 0,
+    FX_FINISH_EOS = 1,        /* an end-of-generation or stop token */
+    FX_FINISH_STOP = 2,       /* a stop string */
+    FX_FINISH_LENGTH = 3,     /* max_tokens or the context reached */
+    FX_FINISH_CANCELLED = 4,  /* fx_cancel */
+    FX_FINISH_ERROR = 5       /* this row failed; see fx_event.status */
+} fx_finish_reason;
+
+typedef struct fx_usage {
+    uint32_t prompt_tokens;     /* including the lease's */
+    uint32_t cached_tokens;     /* of which taken from the prefix cache */
+    uint32_t completion_tokens;
+    double queue_seconds;       /* submit to admission */
+    double ttft_seconds;        /* admission to first generated token */
+    double total_seconds;       /* admission to the end */
+} fx_usage;
+
+typedef struct fx_event {
+    fx_event_type type;
+    fx_row *row;
+    void *user;                 /* the request's user pointer */
+    const char *text;           /* TEXT: UTF-8, never split inside a
+                                   character; valid until the next fx_poll */
+    size_t text_len;
+    fx_finish_reason finish;    /* DONE */
+    fx_status status;           /* DONE with FX_FINISH_ERROR: why */
+    int32_t stop_index;         /* DONE with FX_FINISH_STOP: which string;
+                                   FX_FINISH_EOS: the token; else -1 */
+    fx_usage usage;             /* DONE */
+    const int32_t *tokens;      /* DONE: the generated token ids (a stop
+                                   token included); valid until the next
+                                   fx_poll */
+    size_t n_tokens;
+} fx_event;
+
+/* Takes the next event: returns 1 and fills *event, or 0 when there is
+ * none. A row's events come in order, its DONE exactly once and last;
+ * after its DONE is polled the row's handle is stale. */
+FX_API int fx_poll(fx_batcher *batcher, fx_event *event);
+
+/* Asks a row to end; it leaves through the usual path at the next step,
+ * with DONE reason FX_FINISH_CANCELLED (unless it finished first). Safe
+ * from any thread, including while another thread is inside fx_step.
+ * Cancelling twice is fine. Errors: FX_ERR_STALE_HANDLE. */
+FX_API fx_status fx_cancel(fx_batcher *batcher, fx_row *row);
+
+/* The host is done with a row: it is cancelled if still running, no more
+ * events are delivered for it, and the handle is stale at once.
+ * Errors: FX_ERR_STALE_HANDLE (including a second release). */
+FX_API fx_status fx_row_release(fx_batcher *batcher, fx_row *row);
+
+/* Pins a prefix -- say, a system prompt many rows share -- in the KV
+ * cache: it is computed once (by the following steps) and never evicted
+ * until released. Requests naming the lease continue it. Text is tokenized
+ * with BOS as the vocabulary says. Errors as fx_submit. */
+FX_API fx_status fx_lease_create(fx_batcher *batcher, const char *text,
+                                 size_t text_len, fx_lease **out_lease);
+/* 1 once the prefix is computed and pinned, 0 while queued or running. */
+FX_API int fx_lease_ready(const fx_batcher *batcher, const fx_lease *lease);
+/* Unpins; rows already using it are unaffected. Errors:
+ * FX_ERR_STALE_HANDLE. */
+FX_API fx_status fx_lease_release(fx_batcher *batcher, fx_lease *lease);
+
+/* ---- end batcher ---- */
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 
 #include "sample/sample.h"
 
+static fx_candidate scratch[16];
+
 static void test_rng_golden(void **state) {
     (void)state;
     fx_rng rng;
@@ -31,43 +33,38 @@ static void test_rng_golden(void **state) {
 
 static void test_greedy(void **state) {
     (void)state;
+    enum { N_LOGITS = 6 };
     float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
     assert_int_equal(fx_argmax(logits, 6), 1); /* tie: lowest id */
-    fx_alloc alloc;
-    fx_alloc_init(&alloc, NULL);
     fx_sampling cfg;
     fx_sampling_default(&cfg);
     fx_sampler s;
     fx_error err;
-    assert_int_equal(fx_sampler_init(&s, &alloc, 6, &cfg, &err), FX_OK);
-    assert_int_equal(fx_sampler_sample(&s, logits), 1);
-    fx_sampler_free(&s, &alloc);
+    assert_int_equal(fx_sampler_init(&s, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_sample(&s, logits, N_LOGITS, scratch), 1);
     cfg.temperature = 1.0f;
     cfg.top_k = 1; /* top-1 is greedy too, ties by id */
-    assert_int_equal(fx_sampler_init(&s, &alloc, 6, &cfg, &err), FX_OK);
-    for (int i = 0; i < 50; i++) assert_int_equal(fx_sampler_sample(&s, logits), 1);
-    fx_sampler_free(&s, &alloc);
+    assert_int_equal(fx_sampler_init(&s, &cfg, &err), FX_OK);
+    for (int i = 0; i < 50; i++) assert_int_equal(fx_sampler_sample(&s, logits, N_LOGITS, scratch), 1);
 }
 
 /* Draw frequencies follow the tempered softmax; the same seed repeats. */
 static void test_distribution_and_seed(void **state) {
     (void)state;
     float logits[4] = {1.0f, 0.0f, 2.0f, -1.0f};
-    fx_alloc alloc;
-    fx_alloc_init(&alloc, NULL);
     fx_sampling cfg;
     fx_sampling_default(&cfg);
     cfg.temperature = 0.7f;
     cfg.seed = 1234;
     fx_sampler a, b;
     fx_error err;
-    assert_int_equal(fx_sampler_init(&a, &alloc, 4, &cfg, &err), FX_OK);
-    assert_int_equal(fx_sampler_init(&b, &alloc, 4, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_init(&a, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_init(&b, &cfg, &err), FX_OK);
     enum { DRAWS = 40000 };
     int counts[4] = {0};
     for (int i = 0; i < DRAWS; i++) {
-        int32_t t = fx_sampler_sample(&a, logits);
-        assert_int_equal(t, fx_sampler_sample(&b, logits));
+        int32_t t = fx_sampler_sample(&a, logits, 4, scratch);
+        assert_int_equal(t, fx_sampler_sample(&b, logits, 4, scratch));
         counts[t]++;
     }
     double z = 0, p[4];
@@ -77,37 +74,32 @@ static void test_distribution_and_seed(void **state) {
         double sd = sqrt(p[i] * (1 - p[i]) / DRAWS);
         assert_true(fabs((double)counts[i] / DRAWS - p[i]) < 5 * sd + 1e-4);
     }
-    fx_sampler_free(&a, &alloc);
-    fx_sampler_free(&b, &alloc);
 }
 
 static void test_top_p_and_min_p(void **state) {
     (void)state;
+    enum { N_LOGITS = 4 };
     /* softmax of these at T=1: ~0.64, 0.24, 0.09, 0.03 */
     float logits[4] = {3.0f, 2.0f, 1.0f, 0.0f};
-    fx_alloc alloc;
-    fx_alloc_init(&alloc, NULL);
     fx_sampling cfg;
     fx_sampling_default(&cfg);
     cfg.temperature = 1.0f;
     cfg.top_p = 0.8f; /* keeps ids 0 and 1 */
     fx_sampler s;
     fx_error err;
-    assert_int_equal(fx_sampler_init(&s, &alloc, 4, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_init(&s, &cfg, &err), FX_OK);
     int seen[4] = {0};
-    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits)]++;
+    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits, N_LOGITS, scratch)]++;
     assert_true(seen[0] > 0 && seen[1] > 0);
     assert_int_equal(seen[2] + seen[3], 0);
-    fx_sampler_free(&s, &alloc);
 
     cfg.top_p = 1.0f;
     cfg.min_p = 0.2f; /* p >= 0.2 * 0.64 keeps ids 0 and 1 */
-    assert_int_equal(fx_sampler_init(&s, &alloc, 4, &cfg, &err), FX_OK);
+    assert_int_equal(fx_sampler_init(&s, &cfg, &err), FX_OK);
     memset(seen, 0, sizeof seen);
-    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits)]++;
+    for (int i = 0; i < 5000; i++) seen[fx_sampler_sample(&s, logits, N_LOGITS, scratch)]++;
     assert_true(seen[0] > 0 && seen[1] > 0);
     assert_int_equal(seen[2] + seen[3], 0);
-    fx_sampler_free(&s, &alloc);
 }
 
 int main(void) {

@@ -2,6 +2,7 @@
  * Public entry points for versions, statuses and models: argument checks,
  * struct_size handling, then a call into the layer that does the work.
  */
+#include "../tokenizer/tokenizer.h"
 #include "api_internal.h"
 
 #include <stdio.h>
@@ -34,6 +35,10 @@ const char *fx_status_str(fx_status status) {
     case FX_ERR_BUFFER_TOO_SMALL: return "buffer too small";
     case FX_ERR_BAD_VOCAB: return "bad vocabulary";
     case FX_ERR_BAD_TEMPLATE: return "bad chat template";
+    case FX_ERR_STALE_HANDLE: return "stale or released handle";
+    case FX_ERR_REENTRANT: return "call from inside a callback";
+    case FX_ERR_NO_ROOM: return "request can never fit";
+    case FX_ERR_INTERNAL: return "internal consistency check failed";
     }
     return "unknown status";
 }
@@ -120,7 +125,15 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         goto fail;
     }
 
-    /* tokenizer: load the vocabulary here */
+    if ((st = fx_vocab_load(model->gguf, &alloc, &model->log, &model->vocab,
+                            &load_err)) != FX_OK)
+        goto fail;
+    if (!(p.flags & FX_MODEL_VOCAB_ONLY)) {
+        if ((st = fx_weights_bind(model->gguf, &model->hp, &alloc,
+                                  &model->weights, &load_err)) != FX_OK)
+            goto fail;
+        model->has_weights = 1;
+    }
 
     fx_log(&model->log, FX_LOG_INFO,
            "loaded '%s': GGUF v%u, arch %s, %llu tensors, %llu metadata keys",
@@ -133,14 +146,23 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
 fail:
     fx_log(&model->log, FX_LOG_ERROR, "%s", load_err.message);
     copy_message(&load_err, errbuf, errbuf_size);
-    fx_model_free(model);
+    fx_model_destroy(model);
     return st;
 }
 
 void fx_model_free(fx_model *model) {
     if (!model) return;
+    if (model->n_batchers > 0) {
+        model->free_requested = 1;
+        return;
+    }
+    fx_model_destroy(model);
+}
+
+void fx_model_destroy(fx_model *model) {
     fx_alloc alloc = model->alloc;
-    /* tokenizer: free the vocabulary here */
+    if (model->has_weights) fx_weights_free(&model->weights, &alloc);
+    fx_vocab_free(model->vocab);
     fx_gguf_close(model->gguf);
     fx_free(&alloc, model->arch);
     fx_free(&alloc, model->name);

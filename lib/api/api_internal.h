@@ -21,6 +21,15 @@ struct fx_model {
     char *arch;            /* general.architecture, NUL-terminated */
     char *name;            /* general.name or "" */
     struct fx_vocab *vocab;
+    fx_weights weights;    /* bound unless vocab-only */
+    int has_weights;
+    /* Batchers using this model. fx_model_free while any live only marks
+     * it (RELIABILITY 35); the last fx_batcher_free frees it. */
+    uint32_t n_batchers;
+    int free_requested;
 };
+
+/* Frees the model for real (fx_model_free defers while batchers use it). */
+void fx_model_destroy(fx_model *model);
 
 #endif /* FX_API_INTERNAL_H */

@@ -44,26 +44,15 @@ void fx_sampling_default(fx_sampling *s) {
     s->top_p = 1.0f;
 }
 
-fx_status fx_sampler_init(fx_sampler *s, const fx_alloc *alloc,
-                          uint32_t n_vocab, const fx_sampling *cfg,
+fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
                           fx_error *err) {
     memset(s, 0, sizeof *s);
-    if (n_vocab == 0)
-        return fx_fail(err, FX_ERR_INVALID_ARG, "sampler: empty vocabulary");
-    if (!(cfg->temperature == cfg->temperature) || !(cfg->top_p == cfg->top_p) ||
-        !(cfg->min_p == cfg->min_p))
+    if (cfg->temperature != cfg->temperature || cfg->top_p != cfg->top_p ||
+        cfg->min_p != cfg->min_p)
         return fx_fail(err, FX_ERR_INVALID_ARG, "sampler: NaN setting");
-    s->cand = fx_malloc_array(alloc, n_vocab, sizeof *s->cand);
-    if (!s->cand) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     s->cfg = *cfg;
-    s->n_vocab = n_vocab;
     fx_rng_seed(&s->rng, cfg->seed);
     return FX_OK;
-}
-
-void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc) {
-    fx_free(alloc, s->cand);
-    s->cand = NULL;
 }
 
 int32_t fx_argmax(const float *logits, uint32_t n) {
@@ -93,12 +82,13 @@ static void softmax(fx_candidate *c, size_t n, double t) {
     for (size_t i = 0; i < n; i++) c[i].p /= sum;
 }
 
-int32_t fx_sampler_sample(fx_sampler *s, const float *logits) {
+int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
+                          uint32_t n_vocab, fx_candidate *scratch) {
     const fx_sampling *cfg = &s->cfg;
-    if (!(cfg->temperature > 0.0f)) return fx_argmax(logits, s->n_vocab);
+    if (!(cfg->temperature > 0.0f)) return fx_argmax(logits, n_vocab);
 
-    fx_candidate *c = s->cand;
-    size_t n = s->n_vocab;
+    fx_candidate *c = scratch;
+    size_t n = n_vocab;
     for (size_t i = 0; i < n; i++) c[i] = (fx_candidate){(int32_t)i, logits[i], 0};
     qsort(c, n, sizeof *c, by_logit);
     while (n > 1 && c[n - 1].logit != c[n - 1].logit) n--; /* drop NaN */

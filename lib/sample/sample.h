@@ -38,23 +38,22 @@ typedef struct fx_candidate {
     double p;
 } fx_candidate;
 
-/* One row's sampler: its settings, its random stream and its scratch.
- * The order of the chain is llama.cpp's default: top-k, top-p, min-p,
- * then temperature, then a draw from the softmax. */
+/* One row's sampler: its settings and its random stream. The candidate
+ * scratch is the caller's (one per batcher, rows sample one at a time), so
+ * a queued row costs no vocabulary-sized memory. The order of the chain is
+ * llama.cpp's default: top-k, top-p, min-p, then temperature, then a draw
+ * from the softmax. */
 typedef struct fx_sampler {
     fx_sampling cfg;
     fx_rng rng;
-    uint32_t n_vocab;
-    fx_candidate *cand; /* [n_vocab] */
 } fx_sampler;
 
-fx_status fx_sampler_init(fx_sampler *s, const fx_alloc *alloc,
-                          uint32_t n_vocab, const fx_sampling *cfg,
+fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
                           fx_error *err);
-void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc);
 
-/* Picks the next token from n_vocab logits. */
-int32_t fx_sampler_sample(fx_sampler *s, const float *logits);
+/* Picks the next token from n_vocab logits; scratch has n_vocab entries. */
+int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
+                          uint32_t n_vocab, fx_candidate *scratch);
 
 /* The highest logit's id; the lowest id wins a tie. */
 int32_t fx_argmax(const float *logits, uint32_t n);

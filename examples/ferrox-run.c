@@ -1,0 +1,259 @@
+/*
+ * ferrox-run: generate text with a GGUF model through the batcher.
+ *
+ *   ferrox-run --model M (--prompt P | --prompts-file F) [--max-tokens N]
+ *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
+ *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
+ *              [--stop S]... [--ids] [--fast]
+ *
+ * One prompt: the text streams to stdout as it is generated. With --ids it
+ * prints exactly two lines, `prompt: <ids>` (the prompt tokenized with BOS
+ * as the model's metadata says) and `gen: <ids>`.
+ * --prompts-file: each line is a row, at most --parallel in flight; the
+ * output is `row <i>: <text>` per row in input order (with --ids,
+ * `row <i>: <ids>`). Each row's output equals running that prompt alone.
+ * Temperature 0 (the default) is greedy.
+ */
+#include <ferrox.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STOPS 16
+
+typedef struct options {
+    const char *model, *prompt, *prompts_file;
+    uint32_t max_tokens, threads, parallel;
+    float temperature, top_p, min_p;
+    uint32_t top_k;
+    uint64_t seed;
+    int ignore_eos, ids, fast;
+    const char *stops[MAX_STOPS];
+    size_t n_stops;
+} options;
+
+typedef struct row_out {
+    fx_row *row;
+    char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n_ids;
+    int done;
+} row_out;
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: ferrox-run --model M (--prompt P | --prompts-file F)\n"
+            "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+            "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
+            "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n");
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_tokens = 64;
+    o->threads = 1;
+    o->parallel = 8;
+    o->top_p = 1.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        if (!strcmp(a, "--ids")) { o->ids = 1; continue; }
+        if (!strcmp(a, "--fast")) { o->fast = 1; continue; }
+        if (!v) return -1;
+        i++;
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--prompt")) o->prompt = v;
+        else if (!strcmp(a, "--prompts-file")) o->prompts_file = v;
+        else if (!strcmp(a, "--max-tokens")) o->max_tokens = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--threads")) o->threads = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--parallel")) o->parallel = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--temperature")) o->temperature = strtof(v, NULL);
+        else if (!strcmp(a, "--top-k")) o->top_k = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--top-p")) o->top_p = strtof(v, NULL);
+        else if (!strcmp(a, "--min-p")) o->min_p = strtof(v, NULL);
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--stop") && o->n_stops < MAX_STOPS) o->stops[o->n_stops++] = v;
+        else return -1;
+    }
+    if (!o->model || (!o->prompt == !o->prompts_file) || o->max_tokens == 0 ||
+        o->threads == 0 || o->parallel == 0)
+        return -1;
+    return 0;
+}
+
+/* Reads the prompts file: one prompt per line (empty lines skipped). */
+static char **read_lines(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char **lines = NULL;
+    size_t count = 0, cap = 0;
+    char buf[65536];
+    while (fgets(buf, sizeof buf, f)) {
+        size_t len = strcspn(buf, "\r\n");
+        buf[len] = '\0';
+        if (len == 0) continue;
+        if (count == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = realloc(lines, cap * sizeof *lines);
+            if (!grown) break;
+            lines = grown;
+        }
+        lines[count] = malloc(len + 1);
+        if (!lines[count]) break;
+        memcpy(lines[count++], buf, len + 1);
+    }
+    fclose(f);
+    *n = count;
+    return lines;
+}
+
+static void print_ids(const char *label, const int32_t *ids, size_t n) {
+    printf("%s", label);
+    for (size_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+}
+
+static fx_status submit(fx_batcher *b, const options *o, const char *prompt,
+                        void *user, fx_row **row) {
+    fx_request req;
+    fx_request_init(&req);
+    req.prompt = prompt;
+    req.prompt_len = strlen(prompt);
+    req.max_tokens = o->max_tokens;
+    req.temperature = o->temperature;
+    req.top_k = o->top_k;
+    req.top_p = o->top_p;
+    req.min_p = o->min_p;
+    req.seed = o->seed;
+    req.stop = o->stops;
+    req.n_stop = o->n_stops;
+    if (o->ignore_eos) req.flags |= FX_REQUEST_IGNORE_EOS;
+    req.user = user;
+    return fx_submit(b, &req, row);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (parse_args(argc, argv, &o) != 0) return usage();
+
+    fx_model *model = NULL;
+    char err[512];
+    fx_status st = fx_model_load(o.model, NULL, &model, err, sizeof err);
+    if (st != FX_OK) {
+        fprintf(stderr, "ferrox-run: %s: %s\n", fx_status_str(st), err);
+        return 1;
+    }
+    size_t n_prompts = 1;
+    char **prompts = NULL;
+    if (o.prompts_file) {
+        prompts = read_lines(o.prompts_file, &n_prompts);
+        if (!prompts || n_prompts == 0) {
+            fprintf(stderr, "ferrox-run: no prompts in %s\n", o.prompts_file);
+            fx_model_free(model);
+            return 1;
+        }
+    }
+    fx_batcher_params bp;
+    fx_batcher_params_init(&bp);
+    bp.n_threads = o.threads;
+    bp.max_rows = o.prompts_file ? o.parallel : 1;
+    if (o.fast) bp.flags |= FX_BATCHER_FAST;
+    fx_batcher *b = NULL;
+    st = fx_batcher_create(model, &bp, &b, err, sizeof err);
+    if (st != FX_OK) {
+        fprintf(stderr, "ferrox-run: %s: %s\n", fx_status_str(st), err);
+        fx_model_free(model);
+        return 1;
+    }
+
+    row_out *rows = calloc(n_prompts, sizeof *rows);
+    int rc = 0;
+    size_t submitted = 0, finished = 0;
+    int stream = !o.prompts_file && !o.ids;
+    while (finished < n_prompts && rc == 0) {
+        /* Keep at most --parallel rows queued or running. */
+        while (submitted < n_prompts && fx_batcher_pending(b) < bp.max_rows) {
+            const char *p = o.prompts_file ? prompts[submitted] : o.prompt;
+            st = submit(b, &o, p, &rows[submitted], &rows[submitted].row);
+            if (st != FX_OK) {
+                fprintf(stderr, "ferrox-run: row %zu: %s: %s\n", submitted,
+                        fx_status_str(st), fx_batcher_errmsg(b));
+                rc = 1;
+                break;
+            }
+            submitted++;
+        }
+        if (rc) break;
+        if ((st = fx_step(b)) != FX_OK) {
+            fprintf(stderr, "ferrox-run: step: %s: %s\n", fx_status_str(st),
+                    fx_batcher_errmsg(b));
+            rc = 1;
+        }
+        fx_event ev;
+        while (fx_poll(b, &ev)) {
+            row_out *r = ev.user;
+            if (ev.type == FX_EVENT_TEXT) {
+                if (stream) {
+                    fwrite(ev.text, 1, ev.text_len, stdout);
+                    fflush(stdout);
+                }
+                char *grown = realloc(r->text, r->len + ev.text_len + 1);
+                if (!grown) { rc = 1; break; }
+                r->text = grown;
+                memcpy(r->text + r->len, ev.text, ev.text_len);
+                r->len += ev.text_len;
+                r->text[r->len] = '\0';
+            } else if (ev.type == FX_EVENT_DONE) {
+                r->done = 1;
+                finished++;
+                r->ids = malloc((ev.n_tokens + 1) * sizeof *r->ids);
+                if (r->ids) {
+                    memcpy(r->ids, ev.tokens, ev.n_tokens * sizeof *r->ids);
+                    r->n_ids = ev.n_tokens;
+                }
+                if (ev.finish == FX_FINISH_ERROR) {
+                    fprintf(stderr, "ferrox-run: row failed: %s\n",
+                            fx_status_str(ev.status));
+                    rc = 1;
+                }
+            }
+        }
+    }
+
+    if (rc == 0 && !o.prompts_file) {
+        if (o.ids) {
+            size_t n = 0;
+            fx_tokenize(model, o.prompt, strlen(o.prompt), FX_TOKENIZE_ADD_SPECIAL,
+                        NULL, 0, &n);
+            int32_t *ids = malloc((n + 1) * sizeof *ids);
+            if (ids && fx_tokenize(model, o.prompt, strlen(o.prompt),
+                                   FX_TOKENIZE_ADD_SPECIAL, ids, n, &n) == FX_OK) {
+                print_ids("prompt: ", ids, n);
+                print_ids("gen: ", rows[0].ids, rows[0].n_ids);
+            }
+            free(ids);
+        } else {
+            printf("\n");
+        }
+    } else if (rc == 0) {
+        for (size_t i = 0; i < n_prompts; i++) {
+            char label[32];
+            snprintf(label, sizeof label, "row %zu: ", i);
+            if (o.ids) print_ids(label, rows[i].ids, rows[i].n_ids);
+            else printf("%s%s\n", label, rows[i].text ? rows[i].text : "");
+        }
+    }
+    for (size_t i = 0; i < n_prompts; i++) {
+        free(rows[i].text);
+        free(rows[i].ids);
+        if (prompts) free(prompts[i]);
+    }
+    free(rows);
+    free(prompts);
+    fx_batcher_free(b);
+    fx_model_free(model);
+    return rc;
+}

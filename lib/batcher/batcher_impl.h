@@ -1,0 +1,209 @@
+/*
+ * The batcher's state, shared by its source files (rows.c: handles, the
+ * queue, events, leases; step.c: admission, the forward pass, sampling,
+ * the exit path).
+ */
+#ifndef FX_BATCHER_IMPL_H
+#define FX_BATCHER_IMPL_H
+
+#include <pthread.h>
+
+#include "../kv/kv.h"
+#include "../sample/sample.h"
+#include "../text/text.h"
+#include "batcher.h"
+
+typedef enum row_state {
+    ROW_FREE = 0,  /* slot unused */
+    ROW_QUEUED,    /* submitted, waiting for admission */
+    ROW_RUNNING,   /* admitted: prefilling or decoding */
+    ROW_EXITED     /* left through the exit path; slot awaits its handle */
+} row_state;
+
+/* One request, from submit to reaping. Addressed by slot index inside the
+ * library and by (slot, generation) handles outside it: a handle captured
+ * before a row ended names that row or nothing, never the slot's next
+ * occupant (DESIGN invariant 1). */
+typedef struct row {
+    uint32_t gen;            /* bumped when the host's handle dies */
+    row_state state;
+    int handle_live;         /* the host may still name this row */
+    int cancel_requested;    /* set by fx_cancel, under the mutex */
+    int is_pin;              /* computes a lease's prefix; no events */
+    uint32_t lease_slot;     /* is_pin: the lease it computes; else the
+                                lease it continues, if waits_for_lease */
+    uint32_t lease_gen;
+    int waits_for_lease;     /* admit only once that lease is computed */
+    void *user;
+    uint32_t flags;          /* FX_REQUEST_* */
+
+    /* The whole sequence: prompt, then generated tokens. */
+    int32_t *tokens;         /* [cap_tokens] */
+    uint32_t n_prompt;
+    uint32_t n_tokens;
+    uint32_t cap_tokens;     /* n_prompt + max_tokens */
+    uint32_t max_tokens;
+    int32_t *stop_tokens;    /* [n_stop_tokens] */
+    uint32_t n_stop_tokens;
+
+    /* The sampler and (with grammars, later) its live parse: one value
+     * (DESIGN invariant 7). */
+    fx_sampler sampler;
+    fx_textout *text;        /* UTF-8 stream + stop matcher, this row's */
+    fx_kv_lease kv;          /* its KV; the cursor is the one truth */
+    uint32_t blocks_need;    /* blocks for its whole life, from submit
+                                (DESIGN invariant 3) */
+    int decoding;            /* prompt fully in the KV */
+
+    fx_finish_reason finish; /* NONE while live; set = marked to end */
+    fx_status error;         /* FX_FINISH_ERROR: why */
+    int32_t stop_index;
+    uint32_t cached_tokens;
+    double t_submit, t_admit, t_first, t_end; /* the row's own clock */
+} row;
+
+typedef enum lease_state {
+    LEASE_FREE = 0,
+    LEASE_PENDING,  /* its pin row is queued or running */
+    LEASE_READY,    /* computed and pinned */
+    LEASE_UNPINNED  /* computed, but nothing could be pinned */
+} lease_state;
+
+typedef struct lease_rec {
+    uint32_t gen;
+    lease_state state;
+    int handle_live;
+    int32_t *tokens;
+    uint32_t n_tokens;
+    fx_kv_pin pin;
+    uint32_t pin_row;        /* slot of the row computing it (PENDING) */
+} lease_rec;
+
+typedef struct event_rec {
+    fx_event_type type;
+    uint32_t slot;
+    uint32_t gen;            /* the row's generation when it was queued */
+    void *user;
+    size_t text_off, text_len; /* into the batcher's text arena */
+    fx_finish_reason finish;
+    fx_status status;
+    int32_t stop_index;
+    fx_usage usage;
+    size_t tok_off, tok_len;   /* DONE: generated ids in tok_arena */
+} event_rec;
+
+struct fx_batcher_impl {
+    fx_alloc alloc;
+    fx_logger log;
+    fx_error err;
+    fx_batcher_model model;
+    fx_batcher_params params;
+    uint32_t n_vocab;
+    int32_t bos;             /* -1 if none */
+    int add_bos;
+
+    fx_kernels *kc;
+    fx_forward *fwd;
+    fx_kv *kv;
+
+    /* Slots. The mutex guards what fx_cancel touches from other threads:
+     * the slot array, generations, handle_live and cancel_requested. */
+    pthread_mutex_t lock;
+    row **rows;              /* [n_slots], each allocated once, reused */
+    uint32_t n_slots;
+    uint32_t *free_slots;    /* [n_slots] stack */
+    uint32_t n_free;
+
+    /* Submit order, kept explicitly (DESIGN invariant 2). */
+    uint32_t *queue;         /* [queue_cap] ring of slots */
+    uint32_t queue_head, queue_len, queue_cap;
+    uint32_t *running;       /* [max_rows] slots in admission order */
+    uint32_t n_running;
+
+    lease_rec *leases;       /* [n_leases] */
+    uint32_t n_leases, lease_cap;
+
+    /* Events, in the order they happened. */
+    event_rec *events;       /* [event_cap] */
+    uint32_t event_head, event_len, event_cap;
+    fx_textbuf arena;        /* TEXT bytes of queued events */
+    fx_textbuf polled;       /* the text of the last polled event */
+    int32_t *tok_arena;      /* generated ids of queued DONE events */
+    size_t tok_len, tok_cap;
+    int32_t *polled_tokens;  /* the ids of the last polled DONE */
+    size_t polled_tokens_cap;
+
+    /* Step scratch, sized once at create. */
+    fx_fwd_token *batch;     /* [max_step_tokens] */
+    fx_kv_view *views;       /* [max_rows] */
+    uint32_t *batch_rows;    /* [max_rows] slot per view */
+    uint32_t *batch_counts;  /* [max_rows] tokens per view */
+    float *logits;           /* [max_rows][n_vocab] */
+    fx_candidate *candidates; /* [n_vocab] */
+    char *piece;             /* token text scratch */
+    size_t piece_cap;
+
+    int in_call;             /* a public call is running (reentrancy) */
+    int broken;              /* a batcher-wide failure: refuse to step */
+    uint64_t steps, forward_tokens;
+};
+
+/* ---- handles ----
+ * A handle is (generation << SLOT_BITS) | (slot + 1), never a pointer the
+ * library dereferences: a stale handle fails the generation check instead
+ * of reaching whatever now lives in that slot. */
+
+#define FX_SLOT_BITS (sizeof(uintptr_t) >= 8 ? 32u : 16u)
+#define FX_GEN_MASK ((uint32_t)(sizeof(uintptr_t) >= 8 ? 0xFFFFFFFFu : 0xFFFFu))
+
+static inline uintptr_t fx_handle_encode(uint32_t slot, uint32_t gen) {
+    return ((uintptr_t)(gen & FX_GEN_MASK) << FX_SLOT_BITS) |
+           ((uintptr_t)slot + 1);
+}
+
+static inline bool fx_handle_decode(uintptr_t h, uint32_t limit,
+                                    uint32_t *slot, uint32_t *gen) {
+    uintptr_t s = h & (((uintptr_t)1 << FX_SLOT_BITS) - 1);
+    if (s == 0 || s > limit) return false;
+    *slot = (uint32_t)(s - 1);
+    *gen = (uint32_t)(h >> FX_SLOT_BITS) & FX_GEN_MASK;
+    return true;
+}
+
+/* ---- rows.c ---- */
+
+/* The live row a host handle names, or NULL. Call with the lock held. */
+row *fx_batcher_resolve_row(fx_batcher_impl *b, fx_row *handle,
+                            uint32_t *slot);
+lease_rec *fx_batcher_resolve_lease(const fx_batcher_impl *b,
+                                    const fx_lease *h, uint32_t *index);
+fx_status fx_batcher_grow(const fx_alloc *alloc, void **array, uint32_t *cap,
+                          size_t elem, fx_error *err);
+fx_status fx_batcher_take_slot(fx_batcher_impl *b, uint32_t *slot,
+                               fx_error *err);
+void fx_batcher_clear_row(fx_batcher_impl *b, row *r);
+fx_status fx_batcher_queue_push(fx_batcher_impl *b, uint32_t slot,
+                                fx_error *err);
+
+double fx_batcher_now(void);
+row *fx_batcher_row(const fx_batcher_impl *b, uint32_t slot);
+/* Queues an event for a row (TEXT with text already in the arena). */
+fx_status fx_batcher_push_event(fx_batcher_impl *b, const event_rec *ev);
+/* Frees a row's request memory and puts its slot back if the handle is
+ * dead too. Called when the row has exited. */
+void fx_batcher_row_retire(fx_batcher_impl *b, uint32_t slot);
+uint32_t fx_batcher_queue_at(const fx_batcher_impl *b, uint32_t i);
+void fx_batcher_queue_pop(fx_batcher_impl *b);
+
+/* ---- submit.c ---- */
+
+/* Frees a lease record once neither the host nor its row refers to it. */
+void fx_batcher_lease_drop(fx_batcher_impl *b, uint32_t index);
+
+/* ---- step.c ---- */
+
+/* The one exit path (DESIGN invariant 5): final text, publish, release,
+ * usage, DONE. */
+void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot);
+
+#endif /* FX_BATCHER_IMPL_H */

@@ -1,0 +1,374 @@
+/*
+ * The batcher's bookkeeping: creation, generation-counted handles, submit,
+ * the event queue and poll, cancel and release, and pinned leases.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "batcher_impl.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "../tokenizer/tokenizer.h"
+
+double fx_batcher_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+row *fx_batcher_row(const fx_batcher_impl *b, uint32_t slot) {
+    return b->rows[slot];
+}
+
+/* The live row a host handle names, or NULL. Call with the lock held. */
+row *fx_batcher_resolve_row(fx_batcher_impl *b, fx_row *handle, uint32_t *slot) {
+    uint32_t gen;
+    if (!fx_handle_decode((uintptr_t)handle, b->n_slots, slot, &gen)) return NULL;
+    row *r = b->rows[*slot];
+    if (r->state == ROW_FREE || !r->handle_live || (r->gen & FX_GEN_MASK) != gen)
+        return NULL;
+    return r;
+}
+
+lease_rec *fx_batcher_resolve_lease(const fx_batcher_impl *b,
+                                    const fx_lease *h, uint32_t *index) {
+    uint32_t gen;
+    if (!fx_handle_decode((uintptr_t)h, b->n_leases, index, &gen)) return NULL;
+    lease_rec *l = &b->leases[*index];
+    if (l->state == LEASE_FREE || !l->handle_live || (l->gen & FX_GEN_MASK) != gen)
+        return NULL;
+    return l;
+}
+
+/* ---- growable arrays ---- */
+
+fx_status fx_batcher_grow(const fx_alloc *alloc, void **array, uint32_t *cap,
+                      size_t elem, fx_error *err) {
+    uint32_t new_cap = *cap ? *cap * 2 : 16;
+    if (new_cap < *cap || new_cap > (1u << 24))
+        return fx_fail(err, FX_ERR_NO_ROOM, "too many rows or events queued");
+    void *p = fx_realloc(alloc, *array, (size_t)new_cap * elem);
+    if (!p) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    *array = p;
+    *cap = new_cap;
+    return FX_OK;
+}
+
+/* ---- slots ---- */
+
+static fx_status grow_slots(fx_batcher_impl *b, fx_error *err) {
+    uint32_t cap = b->n_slots;
+    row **rows = b->rows;
+    fx_status st = fx_batcher_grow(&b->alloc, (void **)&rows, &cap, sizeof *rows, err);
+    if (st != FX_OK) return st;
+    b->rows = rows;
+    uint32_t *stack = fx_realloc(&b->alloc, b->free_slots,
+                                 (size_t)cap * sizeof *stack);
+    if (!stack) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    b->free_slots = stack;
+    /* New rows go on the free stack highest first, so the lowest slot is
+     * taken next and slot numbers stay small. */
+    uint32_t first = b->n_slots;
+    for (uint32_t i = first; i < cap; i++) {
+        b->rows[i] = fx_calloc(&b->alloc, 1, sizeof(row));
+        if (!b->rows[i]) break;
+        b->rows[i]->gen = 1;
+        b->n_slots = i + 1;
+    }
+    for (uint32_t i = b->n_slots; i > first; i--) b->free_slots[b->n_free++] = i - 1;
+    return b->n_slots > first ? FX_OK : fx_fail(err, FX_ERR_NOMEM, "out of memory");
+}
+
+fx_status fx_batcher_take_slot(fx_batcher_impl *b, uint32_t *slot,
+                               fx_error *err) {
+    fx_status st = FX_OK;
+    pthread_mutex_lock(&b->lock);
+    if (b->n_free == 0) st = grow_slots(b, err);
+    if (st == FX_OK) *slot = b->free_slots[--b->n_free];
+    pthread_mutex_unlock(&b->lock);
+    return st;
+}
+
+/* Frees what a request owned. The row struct itself stays for reuse. */
+void fx_batcher_clear_row(fx_batcher_impl *b, row *r) {
+    fx_free(&b->alloc, r->tokens);
+    fx_free(&b->alloc, r->stop_tokens);
+    fx_textout_free(r->text);
+    fx_kv_lease_free(&r->kv);
+    uint32_t gen = r->gen;
+    memset(r, 0, sizeof *r);
+    r->gen = gen;
+}
+
+void fx_batcher_row_retire(fx_batcher_impl *b, uint32_t slot) {
+    row *r = b->rows[slot];
+    pthread_mutex_lock(&b->lock);
+    if (r->state == ROW_EXITED && !r->handle_live) {
+        fx_batcher_clear_row(b, r);
+        r->state = ROW_FREE;
+        b->free_slots[b->n_free++] = slot;
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* ---- the queue (submit order, DESIGN invariant 2) ---- */
+
+uint32_t fx_batcher_queue_at(const fx_batcher_impl *b, uint32_t i) {
+    return b->queue[(b->queue_head + i) % b->queue_cap];
+}
+
+void fx_batcher_queue_pop(fx_batcher_impl *b) {
+    b->queue_head = (b->queue_head + 1) % b->queue_cap;
+    b->queue_len--;
+}
+
+fx_status fx_batcher_queue_push(fx_batcher_impl *b, uint32_t slot,
+                                fx_error *err) {
+    if (b->queue_len == b->queue_cap) {
+        /* Unroll the ring into a larger array, oldest first. */
+        uint32_t cap = b->queue_cap ? b->queue_cap * 2 : 16;
+        uint32_t *q = fx_malloc_array(&b->alloc, cap, sizeof *q);
+        if (!q) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < b->queue_len; i++) q[i] = fx_batcher_queue_at(b, i);
+        fx_free(&b->alloc, b->queue);
+        b->queue = q;
+        b->queue_cap = cap;
+        b->queue_head = 0;
+    }
+    b->queue[(b->queue_head + b->queue_len) % b->queue_cap] = slot;
+    b->queue_len++;
+    return FX_OK;
+}
+
+/* ---- events ---- */
+
+fx_status fx_batcher_push_event(fx_batcher_impl *b, const event_rec *ev) {
+    if (b->event_head + b->event_len == b->event_cap) {
+        if (b->event_head > 0) {
+            memmove(b->events, b->events + b->event_head,
+                    b->event_len * sizeof *b->events);
+            b->event_head = 0;
+        } else {
+            fx_status st = fx_batcher_grow(&b->alloc, (void **)&b->events, &b->event_cap,
+                                sizeof *b->events, &b->err);
+            if (st != FX_OK) return st;
+        }
+    }
+    b->events[b->event_head + b->event_len++] = *ev;
+    return FX_OK;
+}
+
+int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
+    while (b->event_len > 0) {
+        event_rec ev = b->events[b->event_head++];
+        b->event_len--;
+        row *r = b->rows[ev.slot];
+        /* A released row's events are dropped: its generation moved on. */
+        if (r->gen != ev.gen || !r->handle_live) continue;
+        memset(out, 0, sizeof *out);
+        out->type = ev.type;
+        out->row = (fx_row *)fx_handle_encode(ev.slot, ev.gen);
+        out->user = ev.user;
+        out->stop_index = -1;
+        if (ev.type == FX_EVENT_TEXT) {
+            /* Copied out of the arena so that the host's pointer survives
+             * the steps it may run before its next poll. */
+            b->polled.len = 0;
+            if (fx_textbuf_reserve(&b->polled, ev.text_len, &b->err) != FX_OK) {
+                /* Cannot hand the text over; fail loudly rather than drop
+                 * it silently: the row's output would be truncated. */
+                b->events[--b->event_head] = ev;
+                b->event_len++;
+                return 0;
+            }
+            memcpy(b->polled.data, b->arena.data + ev.text_off, ev.text_len);
+            b->polled.len = ev.text_len;
+            out->text = b->polled.data;
+            out->text_len = ev.text_len;
+        } else {
+            out->finish = ev.finish;
+            out->status = ev.status;
+            out->stop_index = ev.stop_index;
+            out->usage = ev.usage;
+            if (ev.tok_len > b->polled_tokens_cap) {
+                int32_t *p = fx_realloc(&b->alloc, b->polled_tokens,
+                                        ev.tok_len * sizeof *p);
+                if (p) {
+                    b->polled_tokens = p;
+                    b->polled_tokens_cap = ev.tok_len;
+                }
+            }
+            if (ev.tok_len <= b->polled_tokens_cap) {
+                memcpy(b->polled_tokens, b->tok_arena + ev.tok_off,
+                       ev.tok_len * sizeof(int32_t));
+                out->tokens = b->polled_tokens;
+                out->n_tokens = ev.tok_len;
+            }
+            /* DONE is the row's last word: its handle dies with it. */
+            pthread_mutex_lock(&b->lock);
+            r->handle_live = 0;
+            r->gen++;
+            pthread_mutex_unlock(&b->lock);
+            fx_batcher_row_retire(b, ev.slot);
+        }
+        if (b->event_len == 0) {
+            b->event_head = 0;
+            b->arena.len = 0;
+            b->tok_len = 0;
+        }
+        return 1;
+    }
+    b->event_head = 0;
+    b->arena.len = 0;
+    b->tok_len = 0;
+    return 0;
+}
+
+/* ---- create / free ---- */
+
+#define BATCHER_PARAMS_V1_SIZE (offsetof(fx_batcher_params, log_level) + \
+                                sizeof(fx_log_level))
+#define REQUEST_V1_SIZE (offsetof(fx_request, user) + sizeof(void *))
+
+static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
+                              fx_error *err) {
+    if (p->flags & ~(FX_BATCHER_NO_PREFIX_CACHE | FX_BATCHER_FAST))
+        return fx_fail(err, FX_ERR_INVALID_ARG, "unknown batcher flags 0x%x",
+                       p->flags);
+    if (p->max_rows == 0) p->max_rows = 16;
+    if (p->n_ctx == 0) p->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p->max_step_tokens == 0)
+        p->max_step_tokens = p->max_rows > 256 ? p->max_rows : 256;
+    if (p->block_tokens == 0) p->block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
+    if (p->n_threads == 0) p->n_threads = 1;
+    if (p->max_rows > 4096 || p->max_step_tokens > 65536 ||
+        p->max_step_tokens < p->max_rows || p->n_ctx > (1u << 20) ||
+        p->block_tokens > 4096 || p->n_threads > 256)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "batcher parameters out of range: max_rows %u (1..4096), "
+                       "max_step_tokens %u (max_rows..65536), n_ctx %u "
+                       "(..2^20), block_tokens %u (..4096), n_threads %u "
+                       "(..256)",
+                       p->max_rows, p->max_step_tokens, p->n_ctx,
+                       p->block_tokens, p->n_threads);
+    if (p->kv_bytes == 0) {
+        uint64_t blocks = ((uint64_t)p->n_ctx + p->block_tokens - 1) /
+                          p->block_tokens * p->max_rows;
+        p->kv_bytes = blocks * fx_kv_block_floats(hp, p->block_tokens) *
+                      sizeof(float);
+    }
+    return FX_OK;
+}
+
+fx_status fx_batcher_impl_create(const fx_batcher_model *model,
+                                 const fx_batcher_params *params,
+                                 fx_batcher_impl **out, fx_error *err) {
+    *out = NULL;
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    fx_status st;
+    if (params && (st = fx_params_copy(&p, sizeof p, params,
+                                       BATCHER_PARAMS_V1_SIZE, err,
+                                       "fx_batcher_params")) != FX_OK)
+        return st;
+    if ((st = check_params(&p, model->hp, err)) != FX_OK) return st;
+    fx_alloc alloc;
+    if (fx_alloc_init(&alloc, &p.allocator) != FX_OK)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "fx_batcher_params.allocator: set all three functions "
+                       "or none");
+    fx_batcher_impl *b = fx_calloc(&alloc, 1, sizeof *b);
+    if (!b) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    b->alloc = alloc;
+    b->log = (fx_logger){p.log_fn, p.log_user, p.log_level};
+    b->model = *model;
+    b->params = p;
+    b->n_vocab = model->hp->n_vocab;
+    if (pthread_mutex_init(&b->lock, NULL) != 0) {
+        fx_free(&alloc, b);
+        return fx_fail(err, FX_ERR_NOMEM, "cannot create a mutex");
+    }
+    fx_textbuf_init(&b->arena, &b->alloc);
+    fx_textbuf_init(&b->polled, &b->alloc);
+
+    fx_kernels_params kp;
+    fx_kernels_params_init(&kp);
+    kp.n_threads = p.n_threads;
+    fx_kv_params kvp = {
+        fx_kv_blocks_for_bytes(model->hp, p.block_tokens, p.kv_bytes),
+        p.block_tokens};
+    if (kvp.n_blocks == 0) {
+        st = fx_fail(err, FX_ERR_INVALID_ARG,
+                     "kv_bytes %llu does not hold one block of %u positions",
+                     (unsigned long long)p.kv_bytes, p.block_tokens);
+        goto fail;
+    }
+    if ((st = fx_kernels_create(&alloc, &kp, &b->kc, err)) != FX_OK ||
+        (st = fx_forward_create(&alloc, model->hp, model->weights, b->kc,
+                                p.max_step_tokens, p.n_ctx, &b->fwd, err)) !=
+            FX_OK ||
+        (st = fx_kv_create(&alloc, model->hp, &kvp, &b->kv, err)) != FX_OK)
+        goto fail;
+
+    b->piece_cap = FX_VOCAB_MAX_TOKEN_LEN;
+    b->batch = fx_malloc_array(&alloc, p.max_step_tokens, sizeof *b->batch);
+    b->views = fx_malloc_array(&alloc, p.max_rows, sizeof *b->views);
+    b->batch_rows = fx_malloc_array(&alloc, p.max_rows, sizeof *b->batch_rows);
+    b->batch_counts = fx_malloc_array(&alloc, p.max_rows, sizeof *b->batch_counts);
+    b->running = fx_malloc_array(&alloc, p.max_rows, sizeof *b->running);
+    b->logits = fx_malloc_array(&alloc, (size_t)p.max_rows * b->n_vocab,
+                                sizeof *b->logits);
+    b->candidates = fx_malloc_array(&alloc, b->n_vocab, sizeof *b->candidates);
+    b->piece = fx_malloc(&alloc, b->piece_cap);
+    if (!b->batch || !b->views || !b->batch_rows || !b->batch_counts ||
+        !b->running || !b->logits || !b->candidates || !b->piece) {
+        st = fx_fail(err, FX_ERR_NOMEM, "out of memory for step scratch");
+        goto fail;
+    }
+    b->bos = fx_vocab_special(model->vocab, FX_TOKEN_BOS);
+    *out = b;
+    return FX_OK;
+fail:
+    fx_batcher_impl_free(b);
+    return st;
+}
+
+void fx_batcher_impl_free(fx_batcher_impl *b) {
+    if (!b) return;
+    fx_alloc alloc = b->alloc;
+    for (uint32_t i = 0; i < b->n_slots; i++) {
+        if (b->rows[i]) fx_batcher_clear_row(b, b->rows[i]);
+        fx_free(&alloc, b->rows[i]);
+    }
+    for (uint32_t i = 0; i < b->n_leases; i++) fx_free(&alloc, b->leases[i].tokens);
+    fx_free(&alloc, b->rows);
+    fx_free(&alloc, b->free_slots);
+    fx_free(&alloc, b->queue);
+    fx_free(&alloc, b->leases);
+    fx_free(&alloc, b->events);
+    fx_textbuf_free(&b->arena);
+    fx_textbuf_free(&b->polled);
+    fx_free(&alloc, b->tok_arena);
+    fx_free(&alloc, b->polled_tokens);
+    fx_free(&alloc, b->batch);
+    fx_free(&alloc, b->views);
+    fx_free(&alloc, b->batch_rows);
+    fx_free(&alloc, b->batch_counts);
+    fx_free(&alloc, b->running);
+    fx_free(&alloc, b->logits);
+    fx_free(&alloc, b->candidates);
+    fx_free(&alloc, b->piece);
+    fx_kv_free(b->kv);
+    fx_forward_free(b->fwd);
+    fx_kernels_free(b->kc);
+    pthread_mutex_destroy(&b->lock);
+    fx_free(&alloc, b);
+}
+
+const char *fx_batcher_impl_errmsg(const fx_batcher_impl *b) {
+    return b->err.message;
+}
+
+uint32_t fx_batcher_impl_pending(const fx_batcher_impl *b) {
+    return b->queue_len + b->n_running;
+}

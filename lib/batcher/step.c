@@ -1,0 +1,377 @@
+/*
+ * One step: apply cancels, end marked rows, admit in submit order, run ONE
+ * forward pass mixing a decode token of every generating row with prompt
+ * chunks, sample, stream text, end finished rows. Then the stats and the
+ * consistency check the tests state the invariants with.
+ */
+#include "batcher_impl.h"
+
+#include <string.h>
+
+#include "../tokenizer/tokenizer.h"
+
+/* ---- the one exit path (DESIGN invariant 5) ---- */
+
+static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
+    row *r = b->rows[slot];
+    if (b->arena.len == from) return;
+    if (!r->handle_live || r->is_pin) {
+        b->arena.len = from; /* nobody will read it */
+        return;
+    }
+    event_rec ev = {FX_EVENT_TEXT, slot, r->gen, r->user, from,
+                    b->arena.len - from, FX_FINISH_NONE, FX_OK, -1, {0}, 0, 0};
+    if (fx_batcher_push_event(b, &ev) != FX_OK) b->arena.len = from;
+}
+
+/* A lease's row has ended: pin what it computed, or give up quietly (the
+ * rows that continue the lease have its tokens and simply recompute). */
+static void finish_pin(fx_batcher_impl *b, row *r, int admitted) {
+    lease_rec *l = &b->leases[r->lease_slot];
+    l->state = LEASE_UNPINNED;
+    if (admitted && l->handle_live && r->finish == FX_FINISH_LENGTH &&
+        !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
+        fx_kv_fit fit;
+        fx_error err;
+        if (fx_kv_pin_prefix(b->kv, r->tokens, r->n_prompt, &l->pin, &fit,
+                             &err) == FX_OK &&
+            fit == FX_KV_NOW && l->pin.n_blocks > 0)
+            l->state = LEASE_READY;
+    }
+    fx_batcher_lease_drop(b, r->lease_slot);
+}
+
+/* Copies a finished row's generated ids where its DONE event can find
+ * them after the row's own memory is gone. */
+static fx_status keep_tokens(fx_batcher_impl *b, const row *r, event_rec *ev) {
+    size_t n = r->n_tokens - r->n_prompt;
+    if (b->tok_len + n > b->tok_cap) {
+        size_t cap = b->tok_cap ? b->tok_cap : 1024;
+        while (cap < b->tok_len + n) cap *= 2;
+        int32_t *p = fx_realloc(&b->alloc, b->tok_arena, cap * sizeof *p);
+        if (!p) return FX_ERR_NOMEM;
+        b->tok_arena = p;
+        b->tok_cap = cap;
+    }
+    memcpy(b->tok_arena + b->tok_len, r->tokens + r->n_prompt, n * sizeof(int32_t));
+    ev->tok_off = b->tok_len;
+    ev->tok_len = n;
+    b->tok_len += n;
+    return FX_OK;
+}
+
+void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
+    row *r = b->rows[slot];
+    fx_error err;
+    /* Text held back for a stop that never came, or a character cut off
+     * midway, is still the row's output -- except for a failed row, which
+     * reports the failure rather than a truncated answer (seed:
+     * reply_finished). */
+    if (r->finish != FX_FINISH_ERROR && !r->is_pin) {
+        size_t from = b->arena.len;
+        if (fx_textout_finish(r->text, &b->arena, &err) == FX_OK)
+            emit_text(b, slot, from);
+        else
+            b->arena.len = from;
+    }
+    int admitted = r->kv.state == FX_KV_LEASE_ACTIVE;
+    if (admitted && !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
+        /* Publish before release, so the next request with this prefix
+         * adopts it. The seed's batcher adopted and never contributed, so
+         * every request paid full prefill against an empty tree. */
+        if (fx_kv_lease_publish(&r->kv, r->tokens, r->n_tokens, &err) != FX_OK)
+            fx_log(&b->log, FX_LOG_WARN, "publish failed: %s", err.message);
+    }
+    if (r->is_pin) finish_pin(b, r, admitted);
+    if (admitted && fx_kv_lease_release(&r->kv, &err) != FX_OK) {
+        fx_log(&b->log, FX_LOG_ERROR, "KV release failed: %s", err.message);
+        b->broken = 1;
+    }
+    fx_kv_lease_free(&r->kv);
+    r->t_end = fx_batcher_now();
+    if (r->handle_live && !r->is_pin) {
+        fx_usage u = {0};
+        u.prompt_tokens = r->n_prompt;
+        u.cached_tokens = r->cached_tokens;
+        u.completion_tokens = r->n_tokens - r->n_prompt;
+        double admit = r->t_admit > 0 ? r->t_admit : r->t_end;
+        u.queue_seconds = admit - r->t_submit;
+        u.ttft_seconds = r->t_first > 0 ? r->t_first - admit : 0;
+        u.total_seconds = r->t_end - admit;
+        event_rec ev = {FX_EVENT_DONE, slot, r->gen, r->user, 0, 0, r->finish,
+                        r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
+                        r->stop_index, u, 0, 0};
+        if (keep_tokens(b, r, &ev) != FX_OK || fx_batcher_push_event(b, &ev) != FX_OK) {
+            /* The host cannot be told; let the handle go stale rather than
+             * leak the row. */
+            pthread_mutex_lock(&b->lock);
+            r->handle_live = 0;
+            r->gen++;
+            pthread_mutex_unlock(&b->lock);
+        }
+    }
+    r->state = ROW_EXITED;
+    fx_batcher_row_retire(b, slot);
+}
+
+static void fail_row(fx_batcher_impl *b, row *r, fx_status st) {
+    if (r->finish != FX_FINISH_NONE) return;
+    /* Failing marks; it does not remove (DESIGN invariant 6). */
+    r->finish = FX_FINISH_ERROR;
+    r->error = st;
+}
+
+/* Ends every marked row, running ones in admission order, then queued ones
+ * in submit order; survivors keep their order. */
+static void flush_ended(fx_batcher_impl *b) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < b->n_running; i++) {
+        uint32_t slot = b->running[i];
+        if (b->rows[slot]->finish != FX_FINISH_NONE) fx_batcher_end_row(b, slot);
+        else b->running[kept++] = slot;
+    }
+    b->n_running = kept;
+    uint32_t n = b->queue_len, survivors = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot = fx_batcher_queue_at(b, i);
+        if (b->rows[slot]->finish != FX_FINISH_NONE) {
+            fx_batcher_end_row(b, slot);
+        } else {
+            b->queue[(b->queue_head + survivors) % b->queue_cap] = slot;
+            survivors++;
+        }
+    }
+    b->queue_len = survivors;
+}
+
+static void apply_cancels(fx_batcher_impl *b) {
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < b->n_running; i++) {
+        row *r = b->rows[b->running[i]];
+        if (r->cancel_requested && r->finish == FX_FINISH_NONE)
+            r->finish = FX_FINISH_CANCELLED;
+    }
+    for (uint32_t i = 0; i < b->queue_len; i++) {
+        row *r = b->rows[fx_batcher_queue_at(b, i)];
+        if (r->cancel_requested && r->finish == FX_FINISH_NONE)
+            r->finish = FX_FINISH_CANCELLED;
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* ---- admission ---- */
+
+static void admit(fx_batcher_impl *b) {
+    int use_cache = !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE);
+    while (b->queue_len > 0 && b->n_running < b->params.max_rows) {
+        uint32_t slot = fx_batcher_queue_at(b, 0);
+        row *r = b->rows[slot];
+        if (r->waits_for_lease) {
+            const lease_rec *l = &b->leases[r->lease_slot];
+            /* Waiting lets the row adopt the pinned prefix instead of
+             * computing it a second time; submit order is kept. */
+            if (l->gen == r->lease_gen && l->state == LEASE_PENDING) break;
+            r->waits_for_lease = 0;
+        }
+        fx_kv_fit fit;
+        fx_error err;
+        /* Without the prefix cache a one-token "prompt" adopts nothing. */
+        fx_status st = fx_kv_lease_admit(&r->kv, r->tokens,
+                                         use_cache ? r->n_prompt : 1,
+                                         r->cap_tokens, &fit, &err);
+        if (st == FX_OK && fit == FX_KV_LATER) break;
+        fx_batcher_queue_pop(b);
+        r->t_admit = fx_batcher_now();
+        b->running[b->n_running++] = slot;
+        r->state = ROW_RUNNING;
+        if (st != FX_OK || fit == FX_KV_NEVER) {
+            fail_row(b, r, st != FX_OK ? st : FX_ERR_NO_ROOM);
+            continue;
+        }
+        r->cached_tokens = fx_kv_lease_adopted_tokens(&r->kv);
+    }
+}
+
+/* ---- the forward pass and what follows it ---- */
+
+static bool is_stop_token(const fx_batcher_impl *b, const row *r, int32_t t) {
+    if (!(r->flags & FX_REQUEST_IGNORE_EOS) && fx_vocab_is_eog(b->model.vocab, t))
+        return true;
+    for (uint32_t i = 0; i < r->n_stop_tokens; i++)
+        if (r->stop_tokens[i] == t) return true;
+    return false;
+}
+
+/* A sampled token joins the row: stop tokens end it unseen, other tokens
+ * stream their text through the row's UTF-8 buffer and stop matcher. */
+static void accept_token(fx_batcher_impl *b, uint32_t slot, int32_t token) {
+    row *r = b->rows[slot];
+    fx_error err;
+    r->tokens[r->n_tokens++] = token;
+    if (is_stop_token(b, r, token)) {
+        r->finish = FX_FINISH_EOS;
+        r->stop_index = token;
+        return;
+    }
+    size_t len = 0;
+    fx_status st = fx_vocab_token_to_piece(b->model.vocab, token, 0, b->piece,
+                                           b->piece_cap, &len, &err);
+    if (st == FX_OK) {
+        size_t from = b->arena.len;
+        st = fx_textout_push(r->text, b->piece, len, &b->arena, &err);
+        if (st == FX_OK) emit_text(b, slot, from);
+        else b->arena.len = from;
+    }
+    if (st != FX_OK) {
+        fail_row(b, r, st);
+        return;
+    }
+    int64_t stop = fx_textout_stopped(r->text);
+    if (stop >= 0) {
+        r->finish = FX_FINISH_STOP;
+        r->stop_index = (int32_t)stop;
+    } else if (r->n_tokens - r->n_prompt >= r->max_tokens) {
+        r->finish = FX_FINISH_LENGTH;
+    }
+}
+
+/* Adds one row's tokens to the batch. */
+static void add_row(fx_batcher_impl *b, uint32_t slot, uint32_t *n,
+                    uint32_t *nv, uint32_t count) {
+    row *r = b->rows[slot];
+    fx_error err;
+    uint32_t pos0 = fx_kv_lease_cursor(&r->kv);
+    fx_status st = fx_kv_lease_prepare(&r->kv, count, &err);
+    if (st != FX_OK) {
+        fail_row(b, r, FX_ERR_INTERNAL);
+        fx_log(&b->log, FX_LOG_ERROR, "KV prepare failed: %s", err.message);
+        return;
+    }
+    uint32_t v = (*nv)++;
+    b->views[v] = fx_kv_lease_view(&r->kv);
+    b->batch_rows[v] = slot;
+    b->batch_counts[v] = count;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t pos = pos0 + i;
+        /* Logits for a decode token, and for the last prompt token (the
+         * first generated token comes from it); a lease computes none. */
+        uint32_t want = !r->is_pin && pos == r->n_tokens - 1;
+        b->batch[(*n)++] = (fx_fwd_token){r->tokens[pos], pos, v, want};
+    }
+}
+
+static fx_status run_batch(fx_batcher_impl *b) {
+    uint32_t n = 0, nv = 0, budget = b->params.max_step_tokens;
+    /* Decode tokens first: a generating row waits for nobody's prompt. */
+    for (uint32_t i = 0; i < b->n_running && budget > 0; i++) {
+        uint32_t slot = b->running[i];
+        row *r = b->rows[slot];
+        if (r->finish != FX_FINISH_NONE || !r->decoding) continue;
+        /* The KV cursor is the one truth for positions written (DESIGN
+         * invariant 4); the token to run is the one just after it. */
+        if (fx_kv_lease_cursor(&r->kv) != r->n_tokens - 1) {
+            fail_row(b, r, FX_ERR_INTERNAL);
+            continue;
+        }
+        add_row(b, slot, &n, &nv, 1);
+        budget--;
+    }
+    for (uint32_t i = 0; i < b->n_running && budget > 0; i++) {
+        uint32_t slot = b->running[i];
+        row *r = b->rows[slot];
+        if (r->finish != FX_FINISH_NONE || r->decoding) continue;
+        uint32_t cursor = fx_kv_lease_cursor(&r->kv);
+        uint32_t left = r->n_prompt - cursor;
+        uint32_t take = left < budget ? left : budget;
+        if (take == 0) continue;
+        add_row(b, slot, &n, &nv, take);
+        budget -= take;
+    }
+    if (n == 0) return FX_OK;
+
+    fx_error err;
+    unsigned flags = (b->params.flags & FX_BATCHER_FAST) ? FX_MATMUL_FAST : 0;
+    fx_status st = fx_forward_run(b->fwd, b->batch, n, b->views, nv, b->logits,
+                                  flags, &err);
+    if (st != FX_OK) {
+        /* Nothing was written that anyone may read; these rows cannot go
+         * on consistently, but the rest of the batcher can. */
+        for (uint32_t v = 0; v < nv; v++) fail_row(b, b->rows[b->batch_rows[v]], st);
+        return fx_fail(&b->err, st, "step: %s", err.message);
+    }
+    b->forward_tokens += n;
+
+    uint32_t logit_row = 0;
+    for (uint32_t v = 0; v < nv; v++) {
+        uint32_t slot = b->batch_rows[v];
+        row *r = b->rows[slot];
+        if (fx_kv_lease_advance(&r->kv, b->batch_counts[v], &err) != FX_OK) {
+            fail_row(b, r, FX_ERR_INTERNAL);
+            continue;
+        }
+        if (r->is_pin) {
+            if (fx_kv_lease_cursor(&r->kv) == r->n_prompt)
+                r->finish = FX_FINISH_LENGTH; /* computed: exit pins it */
+            continue;
+        }
+        if (fx_kv_lease_cursor(&r->kv) != r->n_tokens) continue; /* mid-prompt */
+        const float *logits = b->logits + (size_t)logit_row++ * b->n_vocab;
+        if (!r->decoding) {
+            r->decoding = 1;
+            r->t_first = fx_batcher_now();
+        }
+        int32_t token = fx_sampler_sample(&r->sampler, logits, b->n_vocab,
+                                          b->candidates);
+        accept_token(b, slot, token);
+    }
+    return FX_OK;
+}
+
+fx_status fx_batcher_impl_step(fx_batcher_impl *b) {
+    if (b->broken)
+        return fx_fail(&b->err, FX_ERR_INTERNAL,
+                       "the batcher stopped after an internal failure");
+    b->steps++;
+    apply_cancels(b);
+    flush_ended(b);
+    admit(b);
+    fx_status st = run_batch(b);
+    flush_ended(b);
+    return st;
+}
+
+/* ---- stats and checks ---- */
+
+void fx_batcher_impl_stats(const fx_batcher_impl *b, fx_batcher_stats *out) {
+    fx_kv_stats ks;
+    fx_kv_stats_get(b->kv, &ks);
+    memset(out, 0, sizeof *out);
+    out->queued = b->queue_len;
+    out->running = b->n_running;
+    out->blocks_total = ks.total;
+    out->blocks_reserved = (uint32_t)ks.reserved;
+    out->blocks_free = ks.free;
+    out->blocks_cached = ks.cached;
+    out->blocks_pinned = ks.pinned;
+    out->steps = b->steps;
+    out->forward_tokens = b->forward_tokens;
+}
+
+fx_status fx_batcher_impl_check(const fx_batcher_impl *b, fx_error *err) {
+    fx_status st = fx_kv_check(b->kv, err);
+    if (st != FX_OK) return fx_fail(err, FX_ERR_INTERNAL, "%s", err->message);
+    fx_kv_stats ks;
+    fx_kv_stats_get(b->kv, &ks);
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < b->n_slots; i++)
+        if (b->rows[i]->kv.state == FX_KV_LEASE_ACTIVE) live++;
+    if (live != b->n_running)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "%u rows hold KV but %u are running", live,
+                       b->n_running);
+    if (b->n_running == 0 && ks.row != 0)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "no row is running but %u blocks are held by rows",
+                       ks.row);
+    return FX_OK;
+}

@@ -1,0 +1,314 @@
+/*
+ * Requests in and out of the batcher's hands: submit, cancel, release, and
+ * pinned leases. Everything a row will need is checked and copied here, so
+ * a request that could never run is refused at once (DESIGN invariant 3)
+ * rather than discovered steps later.
+ */
+#include "batcher_impl.h"
+
+#include <string.h>
+
+#include "../tokenizer/tokenizer.h"
+
+#define REQUEST_V1_SIZE (offsetof(fx_request, user) + sizeof(void *))
+#define REQUEST_FLAGS \
+    (FX_REQUEST_IGNORE_EOS | FX_REQUEST_PARSE_SPECIAL | FX_REQUEST_NO_BOS)
+
+/* Appends the tokens of text (or the given ids) to r->tokens, which has
+ * room for `room` more. */
+static fx_status prompt_tokens(fx_batcher_impl *b, const fx_request *req,
+                               int add_bos, int32_t *out, size_t room,
+                               size_t *n_out) {
+    if (req->prompt) {
+        uint32_t flags = 0;
+        if (add_bos) flags |= FX_TOKENIZE_ADD_SPECIAL;
+        if (req->flags & FX_REQUEST_PARSE_SPECIAL) flags |= FX_TOKENIZE_PARSE_SPECIAL;
+        fx_status st = fx_vocab_tokenize(b->model.vocab, &b->alloc, req->prompt,
+                                         req->prompt_len, flags, out, room,
+                                         n_out, &b->err);
+        if (st == FX_ERR_BUFFER_TOO_SMALL)
+            return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                           "the prompt is %zu tokens; with max_tokens it "
+                           "does not fit the context of %u",
+                           *n_out, b->params.n_ctx);
+        return st;
+    }
+    if (req->n_prompt_tokens > room)
+        return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                       "the prompt is %zu tokens; with max_tokens it does "
+                       "not fit the context of %u",
+                       req->n_prompt_tokens, b->params.n_ctx);
+    for (size_t i = 0; i < req->n_prompt_tokens; i++) {
+        int32_t t = req->prompt_tokens[i];
+        if (t < 0 || (uint32_t)t >= b->n_vocab)
+            return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                           "prompt token %zu is %d, outside the vocabulary "
+                           "(%u)",
+                           i, t, b->n_vocab);
+        out[i] = t;
+    }
+    *n_out = req->n_prompt_tokens;
+    return FX_OK;
+}
+
+static fx_status check_request(fx_batcher_impl *b, const fx_request *req) {
+    if (req->flags & ~REQUEST_FLAGS)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "unknown request flags 0x%x",
+                       req->flags);
+    if (!req->prompt && !req->prompt_tokens && req->n_prompt_tokens)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "prompt_tokens is NULL");
+    if (req->max_tokens == 0)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "max_tokens is 0");
+    if (req->max_tokens > b->params.n_ctx)
+        return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                       "max_tokens %u exceeds the context of %u",
+                       req->max_tokens, b->params.n_ctx);
+    if (req->n_stop && !req->stop)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "stop is NULL");
+    if (req->n_stop_tokens && !req->stop_tokens)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "stop_tokens is NULL");
+    if (req->n_stop_tokens > b->n_vocab)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "too many stop tokens");
+    for (size_t i = 0; i < req->n_stop_tokens; i++)
+        if (req->stop_tokens[i] < 0 || (uint32_t)req->stop_tokens[i] >= b->n_vocab)
+            return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                           "stop token %zu (%d) is outside the vocabulary", i,
+                           req->stop_tokens[i]);
+    return FX_OK;
+}
+
+/* Fills a fresh row from a request (and the lease it continues). */
+static fx_status fill_row(fx_batcher_impl *b, row *r, const fx_request *req,
+                          const lease_rec *lease) {
+    fx_status st;
+    uint32_t lease_n = lease ? lease->n_tokens : 0;
+    if (lease_n + req->max_tokens > b->params.n_ctx)
+        return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                       "the lease (%u tokens) and max_tokens %u exceed the "
+                       "context of %u",
+                       lease_n, req->max_tokens, b->params.n_ctx);
+    r->cap_tokens = b->params.n_ctx;
+    r->tokens = fx_malloc_array(&b->alloc, r->cap_tokens, sizeof *r->tokens);
+    if (!r->tokens) return fx_fail(&b->err, FX_ERR_NOMEM, "out of memory");
+    if (lease_n) memcpy(r->tokens, lease->tokens, lease_n * sizeof *r->tokens);
+    size_t n = 0;
+    int add_bos = !lease && !(req->flags & FX_REQUEST_NO_BOS);
+    if ((st = prompt_tokens(b, req, add_bos, r->tokens + lease_n,
+                            r->cap_tokens - req->max_tokens - lease_n, &n)) !=
+        FX_OK)
+        return st;
+    r->n_prompt = lease_n + (uint32_t)n;
+    if (r->n_prompt == 0)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "the prompt is empty");
+    r->n_tokens = r->n_prompt;
+    r->max_tokens = req->max_tokens;
+    r->cap_tokens = r->n_prompt + r->max_tokens;
+
+    /* Invariant 3: the blocks of the row's whole life, once, here. */
+    r->blocks_need = fx_kv_blocks_for(b->kv, r->cap_tokens);
+    if (fx_kv_fit_blocks(b->kv, r->blocks_need) == FX_KV_NEVER)
+        return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                       "the request needs %u KV blocks; the cache has %u in "
+                       "all",
+                       r->blocks_need, fx_kv_total_blocks(b->kv));
+
+    fx_sampling cfg = {req->temperature, req->top_k, req->top_p, req->min_p,
+                       req->seed};
+    if ((st = fx_sampler_init(&r->sampler, &cfg, &b->err)) != FX_OK) return st;
+    if ((st = fx_textout_create(&b->alloc, req->stop, NULL, req->n_stop,
+                                &r->text, &b->err)) != FX_OK)
+        return st;
+    if (req->n_stop_tokens) {
+        r->stop_tokens = fx_malloc_array(&b->alloc, req->n_stop_tokens,
+                                         sizeof *r->stop_tokens);
+        if (!r->stop_tokens) return fx_fail(&b->err, FX_ERR_NOMEM, "out of memory");
+        memcpy(r->stop_tokens, req->stop_tokens,
+               req->n_stop_tokens * sizeof *r->stop_tokens);
+        r->n_stop_tokens = (uint32_t)req->n_stop_tokens;
+    }
+    if ((st = fx_kv_lease_init(b->kv, &r->kv, FX_KV_PAGED, r->cap_tokens,
+                               &b->err)) != FX_OK)
+        return st;
+    r->flags = req->flags;
+    r->user = req->user;
+    r->stop_index = -1;
+    return FX_OK;
+}
+
+/* Takes a slot for a filled row and queues it; on failure the row's
+ * memory is freed and the slot returned. */
+static fx_status enqueue(fx_batcher_impl *b, uint32_t slot, row *r,
+                         fx_status fill_status, uintptr_t *handle) {
+    fx_status st = fill_status;
+    if (st == FX_OK) st = fx_batcher_queue_push(b, slot, &b->err);
+    pthread_mutex_lock(&b->lock);
+    if (st != FX_OK) {
+        fx_batcher_clear_row(b, r);
+        r->state = ROW_FREE;
+        b->free_slots[b->n_free++] = slot;
+    } else {
+        r->state = ROW_QUEUED;
+        r->handle_live = 1;
+        r->t_submit = fx_batcher_now();
+        *handle = fx_handle_encode(slot, r->gen);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return st;
+}
+
+fx_status fx_batcher_impl_submit(fx_batcher_impl *b, const fx_request *request,
+                                 fx_row **out_row) {
+    fx_request req;
+    fx_request_init(&req);
+    fx_status st = fx_params_copy(&req, sizeof req, request, REQUEST_V1_SIZE,
+                                  &b->err, "fx_request");
+    if (st != FX_OK || (st = check_request(b, &req)) != FX_OK) return st;
+    const lease_rec *lease = NULL;
+    uint32_t lease_index = 0;
+    if (req.lease) {
+        lease = fx_batcher_resolve_lease(b, req.lease, &lease_index);
+        if (!lease)
+            return fx_fail(&b->err, FX_ERR_STALE_HANDLE,
+                           "the request's lease was released or never made");
+    }
+    uint32_t slot;
+    if ((st = fx_batcher_take_slot(b, &slot, &b->err)) != FX_OK) return st;
+    row *r = b->rows[slot];
+    st = fill_row(b, r, &req, lease);
+    if (st == FX_OK && lease) {
+        r->lease_slot = lease_index;
+        r->waits_for_lease = lease->state == LEASE_PENDING;
+        r->lease_gen = lease->gen;
+    }
+    uintptr_t handle = 0;
+    st = enqueue(b, slot, r, st, &handle);
+    if (st == FX_OK) *out_row = (fx_row *)handle;
+    return st;
+}
+
+fx_status fx_batcher_impl_cancel(fx_batcher_impl *b, fx_row *handle) {
+    uint32_t slot;
+    fx_status st = FX_OK;
+    pthread_mutex_lock(&b->lock);
+    row *r = fx_batcher_resolve_row(b, handle, &slot);
+    /* Marking, not removing: the row leaves through the same exit path as
+     * every other (DESIGN invariant 6), at the next step. */
+    if (r) r->cancel_requested = 1;
+    else st = FX_ERR_STALE_HANDLE;
+    pthread_mutex_unlock(&b->lock);
+    return st;
+}
+
+fx_status fx_batcher_impl_release(fx_batcher_impl *b, fx_row *handle) {
+    uint32_t slot;
+    pthread_mutex_lock(&b->lock);
+    row *r = fx_batcher_resolve_row(b, handle, &slot);
+    if (r) {
+        r->handle_live = 0;
+        r->gen++; /* the handle is stale from now on */
+        r->cancel_requested = 1;
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (!r)
+        return fx_fail(&b->err, FX_ERR_STALE_HANDLE,
+                       "fx_row_release: stale or released row");
+    /* A row that already exited only waited for its handle. */
+    fx_batcher_row_retire(b, slot);
+    return FX_OK;
+}
+
+/* ---- leases ---- */
+
+static fx_status take_lease(fx_batcher_impl *b, uint32_t *index) {
+    for (uint32_t i = 0; i < b->n_leases; i++)
+        if (b->leases[i].state == LEASE_FREE) {
+            *index = i;
+            return FX_OK;
+        }
+    if (b->n_leases == b->lease_cap) {
+        fx_status st = fx_batcher_grow(&b->alloc, (void **)&b->leases,
+                                       &b->lease_cap, sizeof *b->leases,
+                                       &b->err);
+        if (st != FX_OK) return st;
+    }
+    memset(&b->leases[b->n_leases], 0, sizeof *b->leases);
+    b->leases[b->n_leases].gen = 1;
+    *index = b->n_leases++;
+    return FX_OK;
+}
+
+fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
+                                       size_t len, fx_lease **out) {
+    uint32_t index, slot;
+    fx_status st = take_lease(b, &index);
+    if (st != FX_OK) return st;
+    if ((st = fx_batcher_take_slot(b, &slot, &b->err)) != FX_OK) return st;
+    lease_rec *l = &b->leases[index];
+    row *r = b->rows[slot];
+    /* The lease's prefix is computed by an ordinary row that generates
+     * nothing: it prefills, publishes, and its exit pins what it wrote. */
+    fx_request req;
+    fx_request_init(&req);
+    req.prompt = text;
+    req.prompt_len = len;
+    req.max_tokens = 1;
+    st = fill_row(b, r, &req, NULL);
+    if (st == FX_OK) {
+        r->max_tokens = 0;
+        r->cap_tokens = r->n_prompt;
+        r->is_pin = 1;
+        r->lease_slot = index;
+        l->tokens = fx_malloc_array(&b->alloc, r->n_prompt, sizeof *l->tokens);
+        if (!l->tokens) st = fx_fail(&b->err, FX_ERR_NOMEM, "out of memory");
+        else memcpy(l->tokens, r->tokens, r->n_prompt * sizeof *l->tokens);
+    }
+    uintptr_t row_handle;
+    st = enqueue(b, slot, r, st, &row_handle);
+    if (st != FX_OK) {
+        fx_free(&b->alloc, l->tokens);
+        l->tokens = NULL;
+        return st;
+    }
+    r->handle_live = 0; /* internal: the host never sees this row */
+    r->gen++;
+    l->n_tokens = r->n_prompt;
+    l->state = LEASE_PENDING;
+    l->handle_live = 1;
+    l->pin_row = slot;
+    *out = (fx_lease *)fx_handle_encode(index, l->gen);
+    return FX_OK;
+}
+
+int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *h) {
+    uint32_t index;
+    const lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
+    return l && l->state != LEASE_PENDING;
+}
+
+/* Frees a lease record once nothing refers to it any more. */
+void fx_batcher_lease_drop(fx_batcher_impl *b, uint32_t index) {
+    lease_rec *l = &b->leases[index];
+    if (l->handle_live || l->state == LEASE_PENDING) return;
+    if (l->pin.active) fx_kv_unpin(b->kv, &l->pin, NULL);
+    fx_free(&b->alloc, l->tokens);
+    uint32_t gen = l->gen;
+    memset(l, 0, sizeof *l);
+    l->gen = gen;
+}
+
+fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *h) {
+    uint32_t index;
+    lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
+    if (!l)
+        return fx_fail(&b->err, FX_ERR_STALE_HANDLE,
+                       "fx_lease_release: stale or released lease");
+    l->handle_live = 0;
+    l->gen++;
+    if (l->state == LEASE_PENDING) {
+        /* Its row is still computing: stop it; its exit drops the record. */
+        b->rows[l->pin_row]->cancel_requested = 1;
+        return FX_OK;
+    }
+    fx_batcher_lease_drop(b, index);
+    return FX_OK;
+}
