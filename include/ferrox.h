@@ -522,7 +522,8 @@ typedef struct fx_batcher_params {
     uint32_t max_rows;          /* rows admitted at once; default 16 */
     uint32_t max_step_tokens;   /* tokens one fx_step may run through the
                                    model (bounds a step's latency); default
-                                   256, at least max_rows */
+                                   256. Decode tokens go first, in admission
+                                   order; prompt chunks fill the rest */
     uint32_t n_ctx;             /* most positions one row may use; default
                                    the model's training context, capped at
                                    4096 */

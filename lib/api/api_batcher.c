@@ -18,6 +18,8 @@ struct fx_batcher {
     fx_error err; /* failures before impl exists or of the guard itself */
 };
 
+fx_batcher_impl *fx_batcher_get_impl(fx_batcher *b) { return b->impl; }
+
 void fx_batcher_params_init(fx_batcher_params *p) {
     if (!p) return;
     memset(p, 0, sizeof *p);

@@ -29,6 +29,10 @@ struct fx_model {
     int free_requested;
 };
 
+struct fx_batcher_impl;
+/* The batcher behind a public handle, for the tests' invariant checks. */
+struct fx_batcher_impl *fx_batcher_get_impl(fx_batcher *batcher);
+
 /* Frees the model for real (fx_model_free defers while batchers use it). */
 void fx_model_destroy(fx_model *model);
 

@@ -241,12 +241,11 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
         p->max_step_tokens = p->max_rows > 256 ? p->max_rows : 256;
     if (p->block_tokens == 0) p->block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
     if (p->n_threads == 0) p->n_threads = 1;
-    if (p->max_rows > 4096 || p->max_step_tokens > 65536 ||
-        p->max_step_tokens < p->max_rows || p->n_ctx > (1u << 20) ||
+    if (p->max_rows > 4096 || p->max_step_tokens > 65536 || p->n_ctx > (1u << 20) ||
         p->block_tokens > 4096 || p->n_threads > 256)
         return fx_fail(err, FX_ERR_INVALID_ARG,
                        "batcher parameters out of range: max_rows %u (1..4096), "
-                       "max_step_tokens %u (max_rows..65536), n_ctx %u "
+                       "max_step_tokens %u (1..65536), n_ctx %u "
                        "(..2^20), block_tokens %u (..4096), n_threads %u "
                        "(..256)",
                        p->max_rows, p->max_step_tokens, p->n_ctx,
@@ -254,8 +253,12 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
     if (p->kv_bytes == 0) {
         uint64_t blocks = ((uint64_t)p->n_ctx + p->block_tokens - 1) /
                           p->block_tokens * p->max_rows;
-        p->kv_bytes = blocks * fx_kv_block_floats(hp, p->block_tokens) *
-                      sizeof(float);
+        /* The pool counts its per-block bookkeeping against the budget
+         * too; this allowance covers it. */
+        uint64_t per_block = fx_kv_block_floats(hp, p->block_tokens) *
+                                 sizeof(float) +
+                             64 + 8 * (uint64_t)p->block_tokens;
+        p->kv_bytes = blocks * per_block;
     }
     return FX_OK;
 }

@@ -288,6 +288,8 @@ static fx_status run_batch(fx_batcher_impl *b) {
         budget -= take;
     }
     if (n == 0) return FX_OK;
+    fx_log(&b->log, FX_LOG_DEBUG, "step %llu: %u tokens for %u rows",
+           (unsigned long long)b->steps, n, nv);
 
     fx_error err;
     unsigned flags = (b->params.flags & FX_BATCHER_FAST) ? FX_MATMUL_FAST : 0;

@@ -97,7 +97,7 @@ static fx_status get_uint(const fx_gguf *g, const char *key, uint64_t max,
 
 fx_status fx_gguf_get_u32(const fx_gguf *g, const char *key, uint32_t *out,
                           fx_error *err) {
-    uint64_t v;
+    uint64_t v = 0;
     fx_status st = get_uint(g, key, UINT32_MAX, false, &v, err);
     if (st == FX_OK) *out = (uint32_t)v;
     return st;
