@@ -53,7 +53,7 @@ static fx_status keep_tokens(fx_batcher_impl *b, const row *r, event_rec *ev) {
         b->tok_arena = p;
         b->tok_cap = cap;
     }
-    memcpy(b->tok_arena + b->tok_len, r->tokens + r->n_prompt, n * sizeof(int32_t));
+    if (n) memcpy(b->tok_arena + b->tok_len, r->tokens + r->n_prompt, n * sizeof(int32_t));
     ev->tok_off = b->tok_len;
     ev->tok_len = n;
     b->tok_len += n;

@@ -10,6 +10,8 @@
  */
 #include "model.h"
 
+#include "attention.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@ struct fx_forward {
     const fx_hparams *hp;
     const fx_weights *w;
     fx_kernels *kc;
+    fx_attn_kernels ak;
     uint32_t max_tokens;
     uint32_t max_ctx;
     uint32_t q_dim, kv_dim;
@@ -63,6 +66,7 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->hp = hp;
     f->w = w;
     f->kc = kc;
+    fx_attn_kernels_init(&f->ak, fx_kernels_isa(kc));
     f->max_tokens = max_tokens;
     f->max_ctx = max_ctx;
     f->q_dim = hp->n_head * hp->head_dim;
@@ -129,17 +133,14 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
 
     for (uint32_t j = 0; j < n_pos; j++) {
         const float *k = kv_slot(view, f, job->layer, 0, j) + (size_t)kv_head * hd;
-        float dot = 0.0f;
-        for (uint32_t i = 0; i < hd; i++) dot += q[i] * k[i];
-        scores[j] = dot * scale;
+        scores[j] = f->ak.dot(q, k, hd) * scale;
     }
     fx_softmax(scores, n_pos);
     float *out = f->attn + (size_t)t * f->q_dim + (size_t)h * hd;
     memset(out, 0, hd * sizeof *out);
     for (uint32_t j = 0; j < n_pos; j++) {
         const float *v = kv_slot(view, f, job->layer, 1, j) + (size_t)kv_head * hd;
-        float a = scores[j];
-        for (uint32_t i = 0; i < hd; i++) out[i] += a * v[i];
+        f->ak.axpy(out, scores[j], v, hd);
     }
 }
 

@@ -1,0 +1,102 @@
+/*
+ * kv internals shared by pool.c, radix.c and lease.c. Not an interface:
+ * only lib/kv includes it.
+ */
+#ifndef FX_KV_IMPL_H
+#define FX_KV_IMPL_H
+
+#include "kv.h"
+
+#define KV_NIL UINT32_MAX
+
+/* Block classes; see kv.h. */
+enum { KV_FREE = 0, KV_ROW = 1, KV_PINNED = 2, KV_CACHED = 3, KV_NCLASS = 4 };
+
+struct fx_kv {
+    fx_alloc alloc;
+    fx_hparams hp;
+    uint32_t n_blocks;       /* total */
+    uint32_t block_tokens;
+    size_t block_floats;
+    float *data;             /* [n_blocks][block_floats] */
+    uint32_t *row_refs;      /* [n_blocks] leases holding the block */
+    uint32_t *free_stack;    /* [n_blocks]; [0, n_free) are free ids */
+    uint32_t n_free;
+
+    /* Radix nodes. Node b owns block b, so node storage is preallocated
+     * one per block and inserting never allocates; index `root` (==
+     * n_blocks) is the root, which owns no block. */
+    uint32_t root;
+    uint32_t *parent;        /* [n_blocks + 1] KV_NIL: not in the tree */
+    uint32_t *first_child;   /* [n_blocks + 1] */
+    uint32_t *next_sibling;  /* [n_blocks + 1] */
+    uint32_t *prev_sibling;  /* [n_blocks + 1] */
+    int32_t *tokens;         /* [n_blocks][block_tokens] the edge's ids */
+    uint32_t *pins;          /* [n_blocks] pins through this node */
+    uint64_t *last_use;      /* [n_blocks] tick of the last touch */
+    /* Evictable leaves (in the tree, no lease, no pin, no child), oldest
+     * last_use first. */
+    uint32_t *lru_prev;      /* [n_blocks] */
+    uint32_t *lru_next;      /* [n_blocks] */
+    uint8_t *in_lru;         /* [n_blocks] */
+    uint32_t lru_head, lru_tail;
+    uint64_t tick;
+    uint32_t n_nodes;
+
+    uint32_t count[KV_NCLASS]; /* blocks per class, kept on every change */
+    uint64_t reserved;         /* sum of the live leases' reserve_left */
+
+    uint32_t *scratch;       /* [n_blocks] for fx_kv_check only */
+    fx_kv_lease *leases;     /* live list */
+    uint32_t n_leases;
+};
+
+static inline int kv_in_tree(const fx_kv *kv, uint32_t b) {
+    return kv->parent[b] != KV_NIL;
+}
+
+static inline const int32_t *kv_node_tokens(const fx_kv *kv, uint32_t b) {
+    return kv->tokens + (size_t)b * kv->block_tokens;
+}
+
+static inline int kv_class(const fx_kv *kv, uint32_t b) {
+    if (kv->row_refs[b] > 0) return KV_ROW;
+    if (!kv_in_tree(kv, b)) return KV_FREE;
+    return kv->pins[b] > 0 ? KV_PINNED : KV_CACHED;
+}
+
+/* free + cached - reserved; never negative while the invariants hold (a
+ * saturating read, so a broken invariant shows up in fx_kv_check rather
+ * than as a huge unsigned number here). */
+static inline uint64_t kv_available(const fx_kv *kv) {
+    uint64_t have = (uint64_t)kv->count[KV_FREE] + kv->count[KV_CACHED];
+    return have > kv->reserved ? have - kv->reserved : 0;
+}
+
+/* Every change to a block's refs, pins or tree membership is bracketed by
+ * `c0 = kv_class(kv, b); ...change...; kv_reclass(kv, b, c0);` so the
+ * class counters cannot drift from the blocks; a block that becomes free
+ * goes on the free list here, the one place that can forget it. */
+void kv_reclass(fx_kv *kv, uint32_t b, int before);
+
+/* Takes a free block (evicting an LRU leaf if none is free) and gives it
+ * to a lease: row_refs 1. FX_OK or an internal-error status. */
+fx_status kv_draw(fx_kv *kv, uint32_t *out, fx_error *err);
+
+/* Adds / drops one lease reference; dropping a zero refcount is detected
+ * and reported, never wrapped. */
+void kv_ref(fx_kv *kv, uint32_t b);
+fx_status kv_unref(fx_kv *kv, uint32_t b, fx_error *err);
+
+/* Radix helpers (radix.c). */
+uint32_t kv_find_child(const fx_kv *kv, uint32_t node, const int32_t *tokens);
+void kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
+                     const int32_t *tokens);
+/* Puts b in or takes it out of the LRU list to match whether it is an
+ * evictable leaf now. Called after every change that could alter that. */
+void kv_lru_sync(fx_kv *kv, uint32_t b);
+/* Evicts the least recently used evictable leaf; 0 if there is none. */
+int kv_evict_one(fx_kv *kv);
+fx_status kv_check_tree(const fx_kv *kv, fx_error *err);
+
+#endif /* FX_KV_IMPL_H */

@@ -1,0 +1,300 @@
+/*
+ * The block pool and the budget: fixed blocks allocated once, refcounts,
+ * the free list, the class counters that make the accounting exact, and
+ * the from-scratch check that proves it.
+ */
+#include "kv_impl.h"
+
+#include <string.h>
+
+/* Floats in one block of block_tokens positions, or 0 if that number (or
+ * its byte size) overflows. model.h's fx_kv_block_floats is the layout's
+ * one definition; this only proves its unchecked product cannot wrap. */
+static size_t block_floats_checked(const fx_hparams *hp, uint64_t block_tokens) {
+    uint64_t n = 1;
+    uint64_t factors[] = {hp->n_layer, 2, block_tokens, hp->n_head_kv,
+                          hp->head_dim, sizeof(float)};
+    for (size_t i = 0; i < sizeof factors / sizeof *factors; i++)
+        if (!fx_mul_u64(n, factors[i], &n)) return 0;
+    if (n == 0 || n > SIZE_MAX || block_tokens > UINT32_MAX) return 0;
+    return fx_kv_block_floats(hp, (uint32_t)block_tokens);
+}
+
+uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                                uint64_t bytes) {
+    if (block_tokens == 0) block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
+    size_t floats = block_floats_checked(hp, block_tokens);
+    if (floats == 0) return 0;
+    /* Per-block bookkeeping (refcount, free slot, node links, the edge's
+     * token ids, LRU links, scratch) counts too, so a budget is a budget. */
+    uint64_t per = (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
+                   2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
+    uint64_t n = bytes / per;
+    return n >= UINT32_MAX - 1 ? UINT32_MAX - 2 : (uint32_t)n;
+}
+
+void fx_kv_free(fx_kv *kv) {
+    if (!kv) return;
+    const fx_alloc *a = &kv->alloc;
+    /* Detach the leases still live: their storage goes with the kv, and
+     * kv = NULL makes a later fx_kv_lease_free on them a no-op instead of
+     * a use after free. */
+    for (fx_kv_lease *l = kv->leases, *next; l; l = next) {
+        next = l->next;
+        fx_free(a, l->table);
+        fx_free(a, l->ptrs);
+        fx_free(a, l->contig);
+        memset(l, 0, sizeof *l);
+        l->state = FX_KV_LEASE_RELEASED;
+    }
+    void *arrays[] = {kv->data,         kv->row_refs,     kv->free_stack,
+                      kv->parent,       kv->first_child,  kv->next_sibling,
+                      kv->prev_sibling, kv->tokens,       kv->pins,
+                      kv->last_use,     kv->lru_prev,     kv->lru_next,
+                      kv->in_lru,       kv->scratch};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+        fx_free(a, arrays[i]);
+    fx_alloc alloc = kv->alloc;
+    fx_free(&alloc, kv);
+}
+
+fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
+                       const fx_kv_params *params, fx_kv **out,
+                       fx_error *err) {
+    if (!out) return fx_fail(err, FX_ERR_INVALID_ARG, "kv: out is NULL");
+    *out = NULL;
+    if (!alloc || !hp || !params)
+        return fx_fail(err, FX_ERR_INVALID_ARG, "kv: NULL argument");
+    uint32_t bt = params->block_tokens ? params->block_tokens
+                                       : FX_KV_DEFAULT_BLOCK_TOKENS;
+    uint32_t n = params->n_blocks;
+    /* n + 1 node slots (the root) and KV_NIL must stay representable. */
+    if (n == 0 || n >= UINT32_MAX - 1)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "kv: n_blocks %u out of range (1 .. 2^32 - 3)", n);
+    size_t floats = block_floats_checked(hp, bt);
+    uint64_t total_floats, total_tokens;
+    if (floats == 0 || !fx_mul_u64(floats, n, &total_floats) ||
+        total_floats > SIZE_MAX / sizeof(float) ||
+        !fx_mul_u64(bt, n, &total_tokens) || total_tokens > SIZE_MAX)
+        return fx_fail(err, FX_ERR_TOO_LARGE,
+                       "kv: %u blocks of %u positions overflow memory sizes",
+                       n, bt);
+    fx_kv *kv = fx_calloc(alloc, 1, sizeof *kv);
+    if (!kv) return fx_fail(err, FX_ERR_NOMEM, "kv: out of memory");
+    kv->alloc = *alloc;
+    kv->hp = *hp;
+    kv->n_blocks = n;
+    kv->block_tokens = bt;
+    kv->block_floats = floats;
+    kv->root = n;
+    size_t nn = (size_t)n + 1;
+    kv->data = fx_calloc(alloc, (size_t)total_floats, sizeof(float));
+    kv->row_refs = fx_calloc(alloc, n, sizeof(uint32_t));
+    kv->free_stack = fx_malloc_array(alloc, n, sizeof(uint32_t));
+    kv->parent = fx_malloc_array(alloc, nn, sizeof(uint32_t));
+    kv->first_child = fx_malloc_array(alloc, nn, sizeof(uint32_t));
+    kv->next_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t));
+    kv->prev_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t));
+    kv->tokens = fx_malloc_array(alloc, (size_t)total_tokens, sizeof(int32_t));
+    kv->pins = fx_calloc(alloc, n, sizeof(uint32_t));
+    kv->last_use = fx_calloc(alloc, n, sizeof(uint64_t));
+    kv->lru_prev = fx_malloc_array(alloc, n, sizeof(uint32_t));
+    kv->lru_next = fx_malloc_array(alloc, n, sizeof(uint32_t));
+    kv->in_lru = fx_calloc(alloc, n, 1);
+    kv->scratch = fx_malloc_array(alloc, n, sizeof(uint32_t));
+    if (!kv->data || !kv->row_refs || !kv->free_stack || !kv->parent ||
+        !kv->first_child || !kv->next_sibling || !kv->prev_sibling ||
+        !kv->tokens || !kv->pins || !kv->last_use || !kv->lru_prev ||
+        !kv->lru_next || !kv->in_lru || !kv->scratch) {
+        fx_kv_free(kv);
+        return fx_fail(err, FX_ERR_NOMEM,
+                       "kv: out of memory for %u blocks of %u positions", n, bt);
+    }
+    for (uint32_t i = 0; i <= n; i++) {
+        kv->parent[i] = KV_NIL;
+        kv->first_child[i] = kv->next_sibling[i] = kv->prev_sibling[i] = KV_NIL;
+    }
+    /* Lowest id on top, so a fresh pool hands out 0, 1, 2, ...: tests and
+     * replays see the same block ids every run. */
+    for (uint32_t i = 0; i < n; i++) kv->free_stack[i] = n - 1 - i;
+    kv->n_free = n;
+    kv->count[KV_FREE] = n;
+    kv->lru_head = kv->lru_tail = KV_NIL;
+    *out = kv;
+    return FX_OK;
+}
+
+uint32_t fx_kv_block_tokens(const fx_kv *kv) { return kv->block_tokens; }
+uint32_t fx_kv_total_blocks(const fx_kv *kv) { return kv->n_blocks; }
+
+uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions) {
+    uint64_t n = n_positions / kv->block_tokens +
+                 (n_positions % kv->block_tokens != 0);
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+float *fx_kv_block_data(const fx_kv *kv, uint32_t b) {
+    if (b >= kv->n_blocks) return NULL;
+    return kv->data + (size_t)b * kv->block_floats;
+}
+
+uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b) {
+    if (b >= kv->n_blocks) return 0;
+    return kv->row_refs[b] + (kv_in_tree(kv, b) ? 1u : 0u);
+}
+
+/* ---- class bookkeeping ---- */
+
+void kv_reclass(fx_kv *kv, uint32_t b, int before) {
+    int after = kv_class(kv, b);
+    if (after == before) return;
+    kv->count[before]--;
+    kv->count[after]++;
+    if (after == KV_FREE) kv->free_stack[kv->n_free++] = b;
+}
+
+fx_status kv_draw(fx_kv *kv, uint32_t *out, fx_error *err) {
+    if (kv->n_free == 0 && !kv_evict_one(kv))
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv: internal error: no free block and nothing "
+                       "evictable although the budget promised one");
+    uint32_t b = kv->free_stack[--kv->n_free];
+    if (kv_class(kv, b) != KV_FREE)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv: internal error: block %u on the free list is in use", b);
+    kv->row_refs[b] = 1;
+    kv_reclass(kv, b, KV_FREE);
+    *out = b;
+    return FX_OK;
+}
+
+void kv_ref(fx_kv *kv, uint32_t b) {
+    int c0 = kv_class(kv, b);
+    kv->row_refs[b]++;
+    kv_reclass(kv, b, c0);
+    kv_lru_sync(kv, b);
+}
+
+fx_status kv_unref(fx_kv *kv, uint32_t b, fx_error *err) {
+    /* A refcount that went negative would wrap to 4 billion holders and
+     * the block would never come back -- or, if the decrement were
+     * skipped elsewhere, come back twice and be handed to two rows. */
+    if (kv->row_refs[b] == 0)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv: internal error: block %u released with refcount 0", b);
+    int c0 = kv_class(kv, b);
+    kv->row_refs[b]--;
+    kv_reclass(kv, b, c0);
+    kv_lru_sync(kv, b);
+    return FX_OK;
+}
+
+/* ---- budget ---- */
+
+fx_kv_fit fx_kv_fit_blocks(const fx_kv *kv, uint64_t n_blocks) {
+    if (n_blocks > kv->n_blocks) return FX_KV_NEVER;
+    return n_blocks <= kv_available(kv) ? FX_KV_NOW : FX_KV_LATER;
+}
+
+void fx_kv_stats_get(const fx_kv *kv, fx_kv_stats *st) {
+    st->total = kv->n_blocks;
+    st->free = kv->count[KV_FREE];
+    st->row = kv->count[KV_ROW];
+    st->pinned = kv->count[KV_PINNED];
+    st->cached = kv->count[KV_CACHED];
+    st->reserved = kv->reserved;
+    st->available = kv_available(kv);
+    st->tree_nodes = kv->n_nodes;
+    st->leases = kv->n_leases;
+}
+
+/* ---- the check ---- */
+
+static fx_status check_leases(const fx_kv *kv, fx_error *err) {
+    uint32_t *refs = kv->scratch;
+    memset(refs, 0, (size_t)kv->n_blocks * sizeof *refs);
+    uint64_t reserved = 0;
+    uint32_t n_leases = 0;
+    for (const fx_kv_lease *l = kv->leases; l; l = l->next) {
+        n_leases++;
+        reserved += l->reserve_left;
+        if (l->kv != kv)
+            return fx_fail(err, FX_ERR_INTERNAL, "kv check: foreign lease");
+        if (l->state != FX_KV_LEASE_ACTIVE &&
+            (l->n_blocks != 0 || l->reserve_left != 0))
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: inactive lease holds blocks");
+        if (l->layout == FX_KV_CONTIGUOUS) continue;
+        if ((uint64_t)l->cursor > (uint64_t)l->n_blocks * kv->block_tokens)
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: cursor %u past the lease's %u blocks",
+                           l->cursor, l->n_blocks);
+        for (uint32_t i = 0; i < l->n_blocks; i++) {
+            uint32_t b = l->table[i];
+            if (b >= kv->n_blocks || l->ptrs[i] != fx_kv_block_data(kv, b))
+                return fx_fail(err, FX_ERR_INTERNAL,
+                               "kv check: lease table entry %u is bad", i);
+            refs[b]++;
+            /* A lease's blocks in the tree form a root path. This is what
+             * makes cached blocks evictable on demand: a held block never
+             * hangs below a block nobody holds. */
+            if (kv_in_tree(kv, b) &&
+                kv->parent[b] != (i == 0 ? kv->root : l->table[i - 1]))
+                return fx_fail(err, FX_ERR_INTERNAL,
+                               "kv check: lease block %u (index %u) is in the "
+                               "tree off the lease's path", b, i);
+        }
+    }
+    if (n_leases != kv->n_leases)
+        return fx_fail(err, FX_ERR_INTERNAL, "kv check: lease count %u != %u",
+                       n_leases, kv->n_leases);
+    if (reserved != kv->reserved)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv check: reserved %llu but leases hold %llu",
+                       (unsigned long long)kv->reserved,
+                       (unsigned long long)reserved);
+    for (uint32_t b = 0; b < kv->n_blocks; b++)
+        if (refs[b] != kv->row_refs[b])
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: block %u refcount %u but %u leases hold it",
+                           b, kv->row_refs[b], refs[b]);
+    return FX_OK;
+}
+
+fx_status fx_kv_check(const fx_kv *kv, fx_error *err) {
+    uint32_t count[KV_NCLASS] = {0};
+    for (uint32_t b = 0; b < kv->n_blocks; b++) count[kv_class(kv, b)]++;
+    uint64_t sum = 0;
+    for (int c = 0; c < KV_NCLASS; c++) {
+        sum += count[c];
+        if (count[c] != kv->count[c])
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: class %d has %u blocks, counter says %u",
+                           c, count[c], kv->count[c]);
+    }
+    if (sum != kv->n_blocks)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv check: free + row + pinned + cached = %llu != %u",
+                       (unsigned long long)sum, kv->n_blocks);
+    if (kv->n_free != count[KV_FREE])
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv check: free list has %u entries, %u blocks are free",
+                       kv->n_free, count[KV_FREE]);
+    uint32_t *seen = kv->scratch;
+    memset(seen, 0, (size_t)kv->n_blocks * sizeof *seen);
+    for (uint32_t i = 0; i < kv->n_free; i++) {
+        uint32_t b = kv->free_stack[i];
+        if (b >= kv->n_blocks || seen[b]++ || kv_class(kv, b) != KV_FREE)
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: free list entry %u (block %u) is bad", i, b);
+    }
+    if (kv->reserved > (uint64_t)count[KV_FREE] + count[KV_CACHED])
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv check: %llu blocks reserved, only %u free + %u cached",
+                       (unsigned long long)kv->reserved, count[KV_FREE],
+                       count[KV_CACHED]);
+    fx_status st = check_leases(kv, err);
+    if (st != FX_OK) return st;
+    return kv_check_tree(kv, err);
+}
