@@ -258,7 +258,14 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
  * the vocabulary and is enough to tokenize). Two kinds are supported:
  * SentencePiece (tokenizer.ggml.model "llama") and byte-level BPE ("gpt2",
  * with the pre-tokenizers "default", "gpt-2", "llama-bpe"/"llama3",
- * "qwen2", "smollm" and their aliases). Results match llama.cpp.
+ * "qwen2", "smollm" and their aliases). Token ids match llama.cpp's, with
+ * one difference: llama.cpp always matches user-defined tokens in the
+ * text, ferrox only with FX_TOKENIZE_PARSE_SPECIAL (as control tokens).
+ *
+ * Loading checks every tokenizer.ggml.* key (array types and lengths,
+ * special ids against the vocabulary size, byte tokens spelled <0xHH> and
+ * unique, tokens at most 64 KiB, a known pre-tokenizer) and fails with
+ * FX_ERR_BAD_VOCAB, FX_ERR_MISSING or FX_ERR_UNSUPPORTED naming the key.
  *
  * Threads: the functions below only read the vocabulary, so they may run
  * at the same time on one model from several threads (each call allocates
@@ -266,12 +273,14 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
  * thread-safe). When they do, rely on the returned status rather than on
  * fx_model_errmsg.
  *
- * Invalid UTF-8 input never fails: SentencePiece vocabularies keep every
- * byte (through their <0xXX> byte tokens, so the text round-trips); BPE
- * vocabularies read each byte that does not start a valid UTF-8 sequence
- * (overlong forms, surrogates, code points above U+10FFFF, truncated
- * sequences, stray continuation bytes) as U+FFFD. NUL bytes are ordinary
- * characters. */
+ * Invalid UTF-8 input never fails. SentencePiece vocabularies keep every
+ * byte through their <0xXX> byte tokens, so the text round-trips -- except
+ * that, as in llama.cpp, a truncated multi-byte sequence right before a
+ * space takes in part of that space's U+2581 mark, which then decodes as
+ * U+2581 rather than a space. BPE vocabularies read each byte that does
+ * not start a valid UTF-8 sequence (overlong forms, surrogates, code
+ * points above U+10FFFF, truncated sequences, stray continuation bytes) as
+ * U+FFFD. NUL bytes are ordinary characters. */
 
 /* Flags for fx_tokenize. */
 #define FX_TOKENIZE_ADD_SPECIAL 0x1u   /* add BOS / EOS where the vocabulary
@@ -303,8 +312,9 @@ FX_API fx_status fx_tokenize(const fx_model *model, const char *text,
                                              unknown tokens ("<s>"); without
                                              it they produce nothing */
 
-/* The bytes one token stands for: byte tokens give their byte, `▁` is a
- * space (SentencePiece), the GPT-2 byte map is undone (BPE). A piece may
+/* The bytes one token stands for: byte tokens give their byte, U+2581 is a
+ * space (SentencePiece), the GPT-2 byte map is undone (BPE), user-defined
+ * tokens give their text, unused ones nothing. A piece may
  * be a fragment of a UTF-8 character. Writes min(needed, buf_size) bytes,
  * no NUL terminator, and sets *n_bytes to the size needed; returns
  * FX_ERR_BUFFER_TOO_SMALL if buf_size is less (buf may be NULL when
@@ -318,7 +328,8 @@ FX_API fx_status fx_token_to_piece(const fx_model *model, int32_t token,
 /* The text of a whole sequence: the pieces back to back, except that for
  * SentencePiece vocabularies the space fx_tokenize put before the text is
  * removed again (one leading space of the first piece that has text), so
- * fx_detokenize(fx_tokenize(x)) == x for valid UTF-8 x. Buffer contract as
+ * fx_detokenize(fx_tokenize(x)) == x for valid UTF-8 x (for SentencePiece,
+ * x without U+2581, which it reads as a space). Buffer contract as
  * fx_token_to_piece. Errors: FX_ERR_INVALID_ARG (NULL model or n_bytes,
  * tokens NULL with n_tokens > 0, a token out of range, unknown flags). */
 FX_API fx_status fx_detokenize(const fx_model *model, const int32_t *tokens,
@@ -372,18 +383,24 @@ FX_API int fx_token_type(const fx_model *model, int32_t token);
  *   chatml            <|im_start|>role\n...<|im_end|>\n  (Qwen2/2.5, SmolLM2,
  *                     OpenHermes; a default system prompt the template
  *                     carries, like Qwen2.5's, is rendered as it does)
+ *   qwen3             Qwen3: chatml, with an assistant message's <think>
+ *                     block dropped before the last user query and kept
+ *                     after it, as the Qwen3 template does
  *   phi4              <|im_start|>role<|im_sep|>...<|im_end|>
- *   llama2            Llama-2-chat: [INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s>
+ *   llama2            Llama-2-chat:
+ *                     [INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s>
  *   mistral           Mistral-7B-Instruct v0.2 (HF): [INST] U [/INST]A</s>
  *   mistral-v1        mistralai v1: " [INST] U [/INST] A</s>"
  *   mistral-v3        mistralai v3: "[INST] U[/INST] A</s>"
  *   mistral-v3-tekken mistralai v3-tekken (Nemo): "[INST]U[/INST]A</s>"
- *   llama3            Llama 3: <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+ *   llama3            Llama 3:
+ *                     <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
  *   llama3.1          Llama 3.1/3.2/3.3: llama3 plus the system header with
  *                     "Cutting Knowledge Date: December 2023" and the
  *                     template's fallback date "Today Date: 26 Jul 2024"
  *   phi3              Phi-3/3.5: <|role|>\n...<|end|>\n
- *   zephyr            zephyr, TinyLlama-Chat, stablelm-zephyr: <|role|>\n...EOS\n
+ *   zephyr            zephyr, TinyLlama-Chat, stablelm-zephyr:
+ *                     <|role|>\n...EOS\n
  *   gemma             <start_of_turn>user|model\n...<end_of_turn>\n
  *   deepseek          deepseek-coder-instruct: ### Instruction: / ### Response:
  *   deepseek3         DeepSeek V3 / R1 and R1 distills: <|User|>, <|Assistant|>
@@ -407,8 +424,9 @@ FX_API int fx_token_type(const fx_model *model, int32_t token);
  * BOS: templates that start with bos_token (Llama 2/3, Mistral, Gemma,
  * DeepSeek) are rendered WITHOUT that first BOS, because the tokenizer
  * adds it when the model asks for BOS (tokenizer.ggml.add_bos_token), as
- * llama.cpp's renderer also does. Tokenize the result with BOS added and
- * special tokens parsed, and the tokens are the template's. Every other
+ * llama.cpp's renderer also does. Tokenize the result with
+ * FX_TOKENIZE_ADD_SPECIAL | FX_TOKENIZE_PARSE_SPECIAL and the tokens are
+ * the template's, with one BOS. Every other
  * BOS/EOS the template writes inside the conversation (Llama 2's
  * "</s><s>[INST]", Mistral's "</s>") is in the text. A host that
  * tokenizes without adding BOS passes FX_CHAT_WITH_BOS and gets the

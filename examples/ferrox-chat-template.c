@@ -1,0 +1,187 @@
+/*
+ * ferrox-chat-template: print the prompt a chat template renders.
+ *
+ *   ferrox-chat-template (--model M.gguf | --template NAME_OR_TEXT)
+ *                        [--system S] --user U [--assistant A --user U ...]
+ *                        [--no-assistant-opener] [--with-bos] [--stops]
+ *
+ * With --model the model's own tokenizer.chat_template is used unless
+ * --template is also given. --template @FILE reads the template text from
+ * FILE. The prompt goes to stdout exactly, with no newline added, so it
+ * can be piped into a tokenizer or compared byte for byte.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferrox.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: ferrox-chat-template (--model M.gguf | --template NAME_OR_TEXT)\n"
+        "           [--system S] --user U [--assistant A --user U ...]\n"
+        "           [--no-assistant-opener] [--with-bos] [--stops]\n"
+        "  --template @FILE   read the template text from FILE\n"
+        "  --with-bos         keep the template's leading BOS text\n"
+        "  --stops            print the family and its stop tokens to stderr\n"
+        "families:");
+    for (size_t i = 0; i < fx_chat_family_count(); i++)
+        fprintf(f, " %s", fx_chat_family_name(i));
+    fprintf(f, "\n");
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) break;
+        if (cap - len - 1 == 0) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[len] = '\0';
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *tmpl = NULL;
+    char *tmpl_file = NULL;
+    uint32_t flags = FX_CHAT_ADD_ASSISTANT;
+    int show_stops = 0;
+    fx_chat_message *msgs = calloc((size_t)argc, sizeof *msgs);
+    size_t n = 0;
+    int rc = 1;
+    if (!msgs) return 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *role = NULL;
+        if (strcmp(a, "--system") == 0) role = "system";
+        else if (strcmp(a, "--user") == 0) role = "user";
+        else if (strcmp(a, "--assistant") == 0) role = "assistant";
+        if (role || strcmp(a, "--model") == 0 || strcmp(a, "--template") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s needs a value\n", a);
+                usage(stderr);
+                goto done;
+            }
+            const char *v = argv[++i];
+            if (role) {
+                msgs[n].role = role;
+                msgs[n].content = v;
+                n++;
+            } else if (a[2] == 'm') {
+                model_path = v;
+            } else if (v[0] == '@') {
+                tmpl_file = read_file(v + 1);
+                if (!tmpl_file) {
+                    fprintf(stderr, "cannot read %s\n", v + 1);
+                    goto done;
+                }
+                tmpl = tmpl_file;
+            } else {
+                tmpl = v;
+            }
+        } else if (strcmp(a, "--no-assistant-opener") == 0) {
+            flags &= ~FX_CHAT_ADD_ASSISTANT;
+        } else if (strcmp(a, "--with-bos") == 0) {
+            flags |= FX_CHAT_WITH_BOS;
+        } else if (strcmp(a, "--stops") == 0) {
+            show_stops = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            rc = 0;
+            goto done;
+        } else {
+            fprintf(stderr, "unknown argument %s\n", a);
+            usage(stderr);
+            goto done;
+        }
+    }
+    if ((!model_path && !tmpl) || n == 0) {
+        usage(stderr);
+        goto done;
+    }
+
+    fx_model *model = NULL;
+    if (model_path) {
+        fx_model_params params;
+        char err[512];
+        fx_model_params_init(&params);
+        params.flags = FX_MODEL_VOCAB_ONLY;
+        fx_status st = fx_model_load(model_path, &params, &model, err,
+                                     sizeof err);
+        if (st != FX_OK) {
+            fprintf(stderr, "%s: %s\n", fx_status_str(st), err);
+            goto done;
+        }
+    }
+
+    size_t needed = 0;
+    char errbuf[512] = "";
+    fx_status st = model ? fx_chat_apply(model, tmpl, msgs, n, flags, NULL, 0,
+                                         &needed)
+                         : fx_chat_apply_template(tmpl, msgs, n, flags, NULL,
+                                                  0, &needed, errbuf,
+                                                  sizeof errbuf);
+    char *out = NULL;
+    if (st == FX_ERR_BUFFER_TOO_SMALL) {
+        out = malloc(needed);
+        st = !out ? FX_ERR_NOMEM
+           : model ? fx_chat_apply(model, tmpl, msgs, n, flags, out, needed,
+                                   &needed)
+                   : fx_chat_apply_template(tmpl, msgs, n, flags, out, needed,
+                                            &needed, errbuf, sizeof errbuf);
+    }
+    if (st != FX_OK) {
+        fprintf(stderr, "%s: %s\n", fx_status_str(st),
+                model ? fx_model_errmsg(model) : errbuf);
+    } else {
+        fwrite(out, 1, needed - 1, stdout);
+        rc = 0;
+    }
+    free(out);
+
+    if (rc == 0 && show_stops) {
+        const char *family = NULL;
+        if (fx_chat_detect(model, tmpl, &family) == FX_OK)
+            fprintf(stderr, "family: %s\n", family);
+        if (model) {
+            int32_t ids[16];
+            size_t n_ids = 0;
+            if (fx_model_chat_stop_tokens(model, tmpl, ids, 16, &n_ids) ==
+                FX_OK) {
+                fprintf(stderr, "stop tokens:");
+                for (size_t i = 0; i < n_ids; i++)
+                    fprintf(stderr, " %d", (int)ids[i]);
+                fprintf(stderr, "\n");
+            }
+        } else if (tmpl) {
+            const char *texts[16];
+            size_t n_texts = 0;
+            if (fx_chat_stop_strings(tmpl, texts, 16, &n_texts) == FX_OK) {
+                fprintf(stderr, "stop strings:");
+                for (size_t i = 0; i < n_texts; i++)
+                    fprintf(stderr, " %s", texts[i]);
+                fprintf(stderr, "\n");
+            }
+        }
+    }
+    fx_model_free(model);
+done:
+    free(tmpl_file);
+    free(msgs);
+    return rc;
+}

@@ -1,0 +1,119 @@
+/*
+ * chat: chat templates without a Jinja engine.
+ *
+ * A model's tokenizer.chat_template is a Jinja program. Rather than run it,
+ * ferrox recognizes which published template family it belongs to from
+ * distinctive substrings (as llama.cpp's llm_chat_detect_template does) and
+ * renders that family with hand-written C that reproduces, byte for byte,
+ * what transformers' apply_chat_template renders (trim_blocks and
+ * lstrip_blocks on): whitespace, per-turn BOS/EOS text, trimming, default
+ * system prompts and raise_exception conditions included. A template that
+ * matches no family, or matches one only loosely, is refused with
+ * FX_ERR_BAD_TEMPLATE -- a wrong prompt format degrades a model silently,
+ * which is worse than an error the host can act on by naming a family.
+ *
+ * The renderer sees only the pieces it needs: the recognized template, the
+ * BOS/EOS token texts, the messages. It allocates nothing.
+ */
+#ifndef FX_CHAT_H
+#define FX_CHAT_H
+
+#include "../core/core.h"
+
+typedef enum fx_chat_family {
+    FX_CHAT_CHATML = 0,      /* <|im_start|>role\n...<|im_end|>\n */
+    FX_CHAT_PHI4,            /* <|im_start|>role<|im_sep|>...<|im_end|> */
+    FX_CHAT_LLAMA2,          /* <s>[INST] <<SYS>>..<</SYS>> .. [/INST] .. </s> */
+    FX_CHAT_MISTRAL,         /* HF Mistral-7B-Instruct v0.2: [INST] .. [/INST] */
+    FX_CHAT_MISTRAL_V1,      /* mistralai v1: " [INST] " .. " [/INST]" */
+    FX_CHAT_MISTRAL_V3,      /* mistralai v3: "[INST] " .. "[/INST]" */
+    FX_CHAT_MISTRAL_V3_TEKKEN, /* mistralai v3-tekken: "[INST]" .. "[/INST]" */
+    FX_CHAT_LLAMA3,          /* Llama 3: <|start_header_id|>role<|end_header_id|> */
+    FX_CHAT_LLAMA31,         /* Llama 3.1/3.2/3.3: llama3 + knowledge-date system */
+    FX_CHAT_PHI3,            /* <|role|>\n...<|end|>\n */
+    FX_CHAT_ZEPHYR,          /* <|role|>\n...EOS\n (zephyr, TinyLlama-Chat) */
+    FX_CHAT_GEMMA,           /* <start_of_turn>role\n...<end_of_turn>\n */
+    FX_CHAT_DEEPSEEK,        /* deepseek-coder: ### Instruction: / ### Response: */
+    FX_CHAT_DEEPSEEK3,       /* DeepSeek V3/R1: <|User|>, fullwidth bars */
+    FX_CHAT_VICUNA,          /* USER: / ASSISTANT:, system as a plain line */
+    FX_CHAT_VICUNA_ORCA,     /* USER: / ASSISTANT:, with SYSTEM: */
+    FX_CHAT_QWEN3,           /* chatml with Qwen3's <think> handling */
+    FX_CHAT_FAMILY_COUNT
+} fx_chat_family;
+
+/* A recognized template. Spans point into the caller's template text and
+ * are valid only as long as it is. */
+typedef struct fx_chat_tmpl {
+    fx_chat_family family;
+    bool lead_bos;           /* the template renders bos_token first */
+    bool eos_without_prompt; /* phi3: renders eos_token when no assistant
+                                opener is asked for */
+    bool skip_empty_system;  /* phi3.5: a system message with empty
+                                content renders nothing */
+    /* A default system prompt the template renders when the conversation
+     * has none (Qwen2.5, SmolLM2, deepseek-coder), as the body of a Jinja
+     * string literal: escapes (\n, \\, \') still to be decoded. */
+    const char *default_system;
+    size_t default_system_len;
+    bool think_opener;       /* deepseek3: the opener is followed by
+                                "<think>\n" (R1 re-release) */
+    /* zephyr: the end-of-message text when the template writes it
+     * literally (stablelm-zephyr's <|endoftext|>) rather than eos_token. */
+    const char *eos_literal;
+} fx_chat_tmpl;
+
+/* BOS/EOS token texts (the model's, or NULL for the family default). */
+typedef struct fx_chat_specials {
+    const char *bos;
+    size_t bos_len;
+    const char *eos;
+    size_t eos_len;
+} fx_chat_specials;
+
+/* A message already validated by the caller (see fx_chat_check_messages). */
+typedef struct fx_chat_msg {
+    int role;                /* FX_CHAT_ROLE_* */
+    const char *content;
+    size_t len;
+} fx_chat_msg;
+
+enum { FX_CHAT_ROLE_SYSTEM = 0, FX_CHAT_ROLE_USER = 1,
+       FX_CHAT_ROLE_ASSISTANT = 2 };
+
+/* "chatml", "llama2", ...; NULL for a value out of range. */
+const char *fx_chat_family_str(fx_chat_family family);
+
+/* Recognizes text[0..len): a family name (exactly as fx_chat_family_str
+ * spells it) selects that family's reference template; anything else is
+ * read as template text. FX_ERR_BAD_TEMPLATE, with a message saying what
+ * was seen, when it matches no family or a family's near miss. */
+fx_status fx_chat_tmpl_detect(const char *text, size_t len, fx_chat_tmpl *out,
+                              fx_error *err);
+
+/* Checks the public messages and converts them: FX_ERR_INVALID_ARG for an
+ * empty list, a NULL role or content, an unknown role, or a NUL inside an
+ * explicit content length. */
+fx_status fx_chat_check_messages(const fx_chat_message *msgs, size_t n_msgs,
+                                 fx_chat_msg *out, fx_error *err);
+
+/* Renders msgs[0..n) into buf (NUL-terminated) and sets *needed to the
+ * size needed including the NUL. flags are the public FX_CHAT_* bits.
+ * FX_ERR_BUFFER_TOO_SMALL leaves buf as "" (when buf_size > 0);
+ * FX_ERR_BAD_TEMPLATE when the family's template would raise an exception
+ * for this conversation (e.g. roles that do not alternate);
+ * FX_ERR_TOO_LARGE if the size overflows size_t. */
+fx_status fx_chat_render(const fx_chat_tmpl *tmpl, const fx_chat_specials *sp,
+                         const fx_chat_msg *msgs, size_t n, uint32_t flags,
+                         char *buf, size_t buf_size, size_t *needed,
+                         fx_error *err);
+
+/* The texts that end a turn in this family, most specific first (e.g.
+ * "<|im_end|>", "<|endoftext|>"). Static strings; returns the count. */
+size_t fx_chat_stop_texts(const fx_chat_tmpl *tmpl, const char **out,
+                          size_t cap);
+
+/* Python str.strip() semantics, as Jinja's `trim` filter and `.strip()`
+ * have them: Unicode whitespace, not just ASCII (exposed for tests). */
+void fx_chat_strip(const char **s, size_t *len, bool left, bool right);
+
+#endif /* FX_CHAT_H */

@@ -1,0 +1,7 @@
+# Chat templates: recognition and rendering (lib/chat), and their public
+# entry points, which live with the other api files but are listed here so
+# that the chat area is added or removed as one piece.
+list(APPEND FX_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/chat.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_render.c
+  ${CMAKE_CURRENT_LIST_DIR}/../api/api_chat.c)
