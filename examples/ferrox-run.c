@@ -5,6 +5,7 @@
  *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
  *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
  *              [--stop S]... [--ids] [--fast]
+ *              [--chat [--system S] [--template NAME]]
  *
  * One prompt: the text streams to stdout as it is generated. With --ids it
  * prints exactly two lines, `prompt: <ids>` (the prompt tokenized with BOS
@@ -13,6 +14,9 @@
  * output is `row <i>: <text>` per row in input order (with --ids,
  * `row <i>: <ids>`). Each row's output equals running that prompt alone.
  * Temperature 0 (the default) is greedy.
+ * --chat: each prompt is a user message, rendered with the model's chat
+ * template (or --template, a family name such as "chatml"), after an
+ * optional --system message; the template's end-of-turn tokens stop.
  */
 #include <ferrox.h>
 
@@ -23,7 +27,8 @@
 #define MAX_STOPS 16
 
 typedef struct options {
-    const char *model, *prompt, *prompts_file;
+    const char *model, *prompt, *prompts_file, *system, *tmpl;
+    int chat;
     uint32_t max_tokens, threads, parallel;
     float temperature, top_p, min_p;
     uint32_t top_k;
@@ -47,7 +52,8 @@ static int usage(void) {
             "usage: ferrox-run --model M (--prompt P | --prompts-file F)\n"
             "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
-            "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n");
+            "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n"
+            "         [--chat [--system S] [--template NAME]]\n");
     return 2;
 }
 
@@ -62,6 +68,7 @@ static int parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         if (!strcmp(a, "--ids")) { o->ids = 1; continue; }
         if (!strcmp(a, "--fast")) { o->fast = 1; continue; }
+        if (!strcmp(a, "--chat")) { o->chat = 1; continue; }
         if (!v) return -1;
         i++;
         if (!strcmp(a, "--model")) o->model = v;
@@ -75,11 +82,13 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--top-p")) o->top_p = strtof(v, NULL);
         else if (!strcmp(a, "--min-p")) o->min_p = strtof(v, NULL);
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--system")) o->system = v;
+        else if (!strcmp(a, "--template")) o->tmpl = v;
         else if (!strcmp(a, "--stop") && o->n_stops < MAX_STOPS) o->stops[o->n_stops++] = v;
         else return -1;
     }
     if (!o->model || (!o->prompt == !o->prompts_file) || o->max_tokens == 0 ||
-        o->threads == 0 || o->parallel == 0)
+        o->threads == 0 || o->parallel == 0 || ((o->system || o->tmpl) && !o->chat))
         return -1;
     return 0;
 }
@@ -116,12 +125,49 @@ static void print_ids(const char *label, const int32_t *ids, size_t n) {
     printf("\n");
 }
 
-static fx_status submit(fx_batcher *b, const options *o, const char *prompt,
-                        void *user, fx_row **row) {
+/* The prompt as the model sees it: with --chat, the rendered
+ * conversation; malloc'd. */
+static char *make_prompt(const fx_model *m, const options *o, const char *text) {
+    if (!o->chat) {
+        char *copy = malloc(strlen(text) + 1);
+        if (copy) strcpy(copy, text);
+        return copy;
+    }
+    fx_chat_message msgs[2] = {{"system", o->system, 0}, {"user", text, 0}};
+    const fx_chat_message *first = o->system ? msgs : msgs + 1;
+    size_t n = o->system ? 2 : 1, need = 0;
+    fx_status st = fx_chat_apply(m, o->tmpl, first, n, FX_CHAT_ADD_ASSISTANT,
+                                 NULL, 0, &need);
+    char *out = st == FX_ERR_BUFFER_TOO_SMALL ? malloc(need) : NULL;
+    if (out) st = fx_chat_apply(m, o->tmpl, first, n, FX_CHAT_ADD_ASSISTANT,
+                                out, need, &need);
+    if (st != FX_OK) {
+        fprintf(stderr, "ferrox-run: chat template: %s: %s\n", fx_status_str(st),
+                fx_model_errmsg(m));
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
+                        const char *text, void *user, fx_row **row) {
+    static int32_t stop_ids[16];
+    static size_t n_stop_ids;
+    char *prompt = make_prompt(m, o, text);
+    if (!prompt) return FX_ERR_BAD_TEMPLATE;
+    if (o->chat && fx_model_chat_stop_tokens(m, o->tmpl, stop_ids, 16,
+                                             &n_stop_ids) != FX_OK)
+        n_stop_ids = 0;
     fx_request req;
     fx_request_init(&req);
     req.prompt = prompt;
     req.prompt_len = strlen(prompt);
+    if (o->chat) {
+        req.flags |= FX_REQUEST_PARSE_SPECIAL;
+        req.stop_tokens = stop_ids;
+        req.n_stop_tokens = n_stop_ids;
+    }
     req.max_tokens = o->max_tokens;
     req.temperature = o->temperature;
     req.top_k = o->top_k;
@@ -132,7 +178,9 @@ static fx_status submit(fx_batcher *b, const options *o, const char *prompt,
     req.n_stop = o->n_stops;
     if (o->ignore_eos) req.flags |= FX_REQUEST_IGNORE_EOS;
     req.user = user;
-    return fx_submit(b, &req, row);
+    fx_status st = fx_submit(b, &req, row);
+    free(prompt);
+    return st;
 }
 
 int main(int argc, char **argv) {
@@ -177,7 +225,7 @@ int main(int argc, char **argv) {
         /* Keep at most --parallel rows queued or running. */
         while (submitted < n_prompts && fx_batcher_pending(b) < bp.max_rows) {
             const char *p = o.prompts_file ? prompts[submitted] : o.prompt;
-            st = submit(b, &o, p, &rows[submitted], &rows[submitted].row);
+            st = submit(b, model, &o, p, &rows[submitted], &rows[submitted].row);
             if (st != FX_OK) {
                 fprintf(stderr, "ferrox-run: row %zu: %s: %s\n", submitted,
                         fx_status_str(st), fx_batcher_errmsg(b));
@@ -226,15 +274,18 @@ int main(int argc, char **argv) {
     if (rc == 0 && !o.prompts_file) {
         if (o.ids) {
             size_t n = 0;
-            fx_tokenize(model, o.prompt, strlen(o.prompt), FX_TOKENIZE_ADD_SPECIAL,
-                        NULL, 0, &n);
+            char *text = make_prompt(model, &o, o.prompt);
+            uint32_t tf = FX_TOKENIZE_ADD_SPECIAL |
+                          (o.chat ? FX_TOKENIZE_PARSE_SPECIAL : 0);
+            if (text) fx_tokenize(model, text, strlen(text), tf, NULL, 0, &n);
             int32_t *ids = malloc((n + 1) * sizeof *ids);
-            if (ids && fx_tokenize(model, o.prompt, strlen(o.prompt),
-                                   FX_TOKENIZE_ADD_SPECIAL, ids, n, &n) == FX_OK) {
+            if (text && ids &&
+                fx_tokenize(model, text, strlen(text), tf, ids, n, &n) == FX_OK) {
                 print_ids("prompt: ", ids, n);
                 print_ids("gen: ", rows[0].ids, rows[0].n_ids);
             }
             free(ids);
+            free(text);
         } else {
             printf("\n");
         }

@@ -83,13 +83,40 @@ static const char *finish_name(fx_finish_reason f) {
     }
 }
 
-/* The prompt an NPC's row continues the lease with. With a chat template
- * the whole conversation is rendered by it; without, plain text. */
+/* The prompt an NPC's row continues the lease with: plain text. */
 static char *npc_prompt(const char *line) {
     size_t n = strlen(line) + 64;
     char *p = malloc(n);
     if (p) snprintf(p, n, "\nTraveller: %s\nVillager:", line);
     return p;
+}
+
+/* With a chat template, a conversation rendered whole; malloc'd. */
+static char *render_chat(const fx_model *m, const char *line) {
+    fx_chat_message msgs[2] = {{"system", SYSTEM_PROMPT, 0}, {"user", line, 0}};
+    size_t need = 0;
+    if (fx_chat_apply(m, NULL, msgs, 2, FX_CHAT_ADD_ASSISTANT, NULL, 0, &need) !=
+        FX_ERR_BUFFER_TOO_SMALL)
+        return NULL;
+    char *text = malloc(need);
+    if (text && fx_chat_apply(m, NULL, msgs, 2, FX_CHAT_ADD_ASSISTANT, text,
+                              need, &need) != FX_OK) {
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
+/* The part every NPC's conversation shares (the system turn), so it can
+ * be pinned once: the common prefix of two rendered conversations. */
+static size_t shared_prefix(const fx_model *m) {
+    char *a = render_chat(m, LINES[0]), *b = render_chat(m, LINES[1]);
+    size_t n = 0;
+    if (a && b)
+        while (a[n] && a[n] == b[n]) n++;
+    free(a);
+    free(b);
+    return n;
 }
 
 int main(int argc, char **argv) {
@@ -134,9 +161,27 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    /* One pinned system prompt for every NPC. */
+    /* One pinned system prompt for every NPC: through the model's chat
+     * template when it has one, as plain text when not. */
+    const char *family = NULL;
+    int chat = fx_chat_detect(model, NULL, &family) == FX_OK;
+    size_t lease_len = strlen(SYSTEM_PROMPT);
+    char *lease_text = NULL;
+    if (chat) {
+        lease_len = shared_prefix(model);
+        lease_text = render_chat(model, LINES[0]);
+        if (!lease_text || lease_len == 0) chat = 0;
+    }
+    int32_t stop_ids[8];
+    size_t n_stop_ids = 0;
+    if (chat && fx_model_chat_stop_tokens(model, NULL, stop_ids, 8, &n_stop_ids) != FX_OK)
+        n_stop_ids = 0;
+    printf("npc-demo: %s, %s\n", model_path,
+           chat ? family : "no chat template (plain text prompts)");
     fx_lease *lease = NULL;
-    st = fx_lease_create(b, SYSTEM_PROMPT, strlen(SYSTEM_PROMPT), &lease);
+    st = fx_lease_create(b, chat ? lease_text : SYSTEM_PROMPT,
+                         chat ? lease_len : strlen(SYSTEM_PROMPT),
+                         chat ? FX_REQUEST_PARSE_SPECIAL : 0, &lease);
     if (st != FX_OK) {
         fprintf(stderr, "npc-demo: lease: %s: %s\n", fx_status_str(st),
                 fx_batcher_errmsg(b));
@@ -150,11 +195,18 @@ int main(int argc, char **argv) {
     if (!people || !step_ms) return 1;
     const char *stops[2] = {"\n", "Traveller:"};
     for (unsigned i = 0; i < npcs; i++) {
-        char *prompt = npc_prompt(LINES[i % N_LINES]);
+        char *prompt = chat ? render_chat(model, LINES[i % N_LINES])
+                            : npc_prompt(LINES[i % N_LINES]);
+        if (!prompt) return 1;
         fx_request r;
         fx_request_init(&r);
-        r.prompt = prompt;
-        r.prompt_len = strlen(prompt);
+        /* With a template, the row continues the pinned system turn. */
+        size_t skip = chat ? lease_len : 0;
+        r.prompt = prompt + skip;
+        r.prompt_len = strlen(prompt) - skip;
+        if (chat) r.flags |= FX_REQUEST_PARSE_SPECIAL;
+        r.stop_tokens = stop_ids;
+        r.n_stop_tokens = n_stop_ids;
         r.lease = lease;
         r.max_tokens = 24 + 4 * (i % 5);
         r.temperature = 0.8f;
@@ -223,6 +275,7 @@ int main(int argc, char **argv) {
            frame ? step_ms[(size_t)(frame * 0.99)] : 0.0,
            frame ? step_ms[frame - 1] : 0.0, frame_s * 1e3);
     fx_lease_release(b, lease);
+    free(lease_text);
     free(people);
     free(step_ms);
     fx_batcher_free(b);

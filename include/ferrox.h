@@ -696,9 +696,12 @@ FX_API fx_status fx_row_release(fx_batcher *batcher, fx_row *row);
 /* Pins a prefix -- say, a system prompt many rows share -- in the KV
  * cache: it is computed once (by the following steps) and never evicted
  * until released. Requests naming the lease continue it. Text is tokenized
- * with BOS as the vocabulary says. Errors as fx_submit. */
+ * with BOS as the vocabulary says; flags are FX_REQUEST_PARSE_SPECIAL
+ * (for text rendered by a chat template) and FX_REQUEST_NO_BOS. Errors as
+ * fx_submit. */
 FX_API fx_status fx_lease_create(fx_batcher *batcher, const char *text,
-                                 size_t text_len, fx_lease **out_lease);
+                                 size_t text_len, uint32_t flags,
+                                 fx_lease **out_lease);
 /* 1 once the prefix is computed and pinned, 0 while queued or running. */
 FX_API int fx_lease_ready(const fx_batcher *batcher, const fx_lease *lease);
 /* Unpins; rows already using it are unaffected. Errors:

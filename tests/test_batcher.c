@@ -507,7 +507,7 @@ static void test_lease(void **state) {
      * turns unknown text into <unk>, which is still a valid prefix. */
     const char *sys = "system prompt shared by all rows of the demo";
     fx_lease *lease = NULL;
-    assert_int_equal(fx_lease_create(b, sys, strlen(sys), &lease), FX_OK);
+    assert_int_equal(fx_lease_create(b, sys, strlen(sys), 0, &lease), FX_OK);
     assert_int_equal(fx_lease_ready(b, lease), 0);
     int32_t p[6];
     prompt_of(p, 6, 8);
@@ -679,7 +679,7 @@ static void test_soak(void **state) {
             if (lease) assert_int_equal(fx_lease_release(b, lease), FX_OK);
             lease = NULL;
             if (dice % 2)
-                assert_int_equal(fx_lease_create(b, "a shared start", 14, &lease), FX_OK);
+                assert_int_equal(fx_lease_create(b, "a shared start", 14, 0, &lease), FX_OK);
         }
         if (next > 0 && dice % 5 == 0) {
             outcome *victim = &o[dice % (uint32_t)next];

@@ -148,7 +148,7 @@ fx_status fx_row_release(fx_batcher *b, fx_row *row) {
 }
 
 fx_status fx_lease_create(fx_batcher *b, const char *text, size_t text_len,
-                          fx_lease **out) {
+                          uint32_t flags, fx_lease **out) {
     if (!b) return FX_ERR_INVALID_ARG;
     if (out) *out = NULL;
     if (!out || (!text && text_len))
@@ -156,7 +156,7 @@ fx_status fx_lease_create(fx_batcher *b, const char *text, size_t text_len,
                        "fx_lease_create: %s is NULL", out ? "text" : "out_lease");
     fx_status st = enter(b, "fx_lease_create");
     if (st != FX_OK) return st;
-    st = fx_batcher_impl_lease_create(b->impl, text, text_len, out);
+    st = fx_batcher_impl_lease_create(b->impl, text, text_len, flags, out);
     b->in_call = 0;
     return st;
 }

@@ -43,7 +43,8 @@ fx_status fx_batcher_impl_cancel(fx_batcher_impl *b, fx_row *row);
 fx_status fx_batcher_impl_release(fx_batcher_impl *b, fx_row *row);
 
 fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
-                                       size_t len, fx_lease **out);
+                                       size_t len, uint32_t flags,
+                                       fx_lease **out);
 int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *l);
 fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
 

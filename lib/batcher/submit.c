@@ -238,8 +238,12 @@ static fx_status take_lease(fx_batcher_impl *b, uint32_t *index) {
 }
 
 fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
-                                       size_t len, fx_lease **out) {
+                                       size_t len, uint32_t flags,
+                                       fx_lease **out) {
     uint32_t index, slot;
+    if (flags & ~(uint32_t)(FX_REQUEST_PARSE_SPECIAL | FX_REQUEST_NO_BOS))
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                       "fx_lease_create: unknown flags 0x%x", flags);
     fx_status st = take_lease(b, &index);
     if (st != FX_OK) return st;
     if ((st = fx_batcher_take_slot(b, &slot, &b->err)) != FX_OK) return st;
@@ -251,11 +255,13 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
     fx_request_init(&req);
     req.prompt = text;
     req.prompt_len = len;
+    req.flags = flags;
     req.max_tokens = 1;
     st = fill_row(b, r, &req, NULL);
     if (st == FX_OK) {
         r->max_tokens = 0;
         r->cap_tokens = r->n_prompt;
+        r->blocks_need = fx_kv_blocks_for(b->kv, r->cap_tokens);
         r->is_pin = 1;
         r->lease_slot = index;
         l->tokens = fx_malloc_array(&b->alloc, r->n_prompt, sizeof *l->tokens);

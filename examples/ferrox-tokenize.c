@@ -1,0 +1,146 @@
+/*
+ * ferrox-tokenize: print token ids.
+ *
+ *   ferrox-tokenize --model M.gguf (--text T | --file F) [--cases]
+ *                   [--add-special] [--parse-special]
+ *
+ * Ids are printed space-separated on one line. With --cases the file is a
+ * llama.cpp tokenizer test input (.inp): cases each followed by a line
+ * "__ggml_vocab_test__"; one line is printed per case in the .out format
+ * (every id preceded by a space), so that
+ *   ferrox-tokenize --model X.gguf --file X.gguf.inp --cases | diff - X.gguf.out
+ * checks a vocabulary against llama.cpp's expectations.
+ * Uses only the public API (ferrox.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferrox.h"
+
+static const char SEP[] = "\n__ggml_vocab_test__\n";
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: ferrox-tokenize --model M.gguf (--text T | --file F) [--cases]\n"
+            "                       [--add-special] [--parse-special]\n");
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = cap > ((size_t)-1) / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* Tokenizes one text and prints its ids; lead is printed before each id. */
+static int print_ids(fx_model *model, const char *text, size_t len, uint32_t flags, const char *lead,
+                     int32_t **buf, size_t *cap) {
+    size_t n = 0;
+    fx_status st = fx_tokenize(model, text, len, flags, *buf, *cap, &n);
+    if (st == FX_ERR_BUFFER_TOO_SMALL) {
+        int32_t *nb = realloc(*buf, (n ? n : 1) * sizeof **buf);
+        if (!nb) {
+            fprintf(stderr, "ferrox-tokenize: out of memory\n");
+            return 1;
+        }
+        *buf = nb;
+        *cap = n;
+        st = fx_tokenize(model, text, len, flags, *buf, *cap, &n);
+    }
+    if (st != FX_OK) {
+        fprintf(stderr, "ferrox-tokenize: %s: %s\n", fx_status_str(st), fx_model_errmsg(model));
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) printf("%s%d", i == 0 && lead[0] == '\0' ? "" : (i ? " " : lead), (*buf)[i]);
+    printf("\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *text = NULL, *file = NULL;
+    int cases = 0;
+    uint32_t flags = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
+        else if (!strcmp(argv[i], "--text") && i + 1 < argc) text = argv[++i];
+        else if (!strcmp(argv[i], "--file") && i + 1 < argc) file = argv[++i];
+        else if (!strcmp(argv[i], "--cases")) cases = 1;
+        else if (!strcmp(argv[i], "--add-special")) flags |= FX_TOKENIZE_ADD_SPECIAL;
+        else if (!strcmp(argv[i], "--parse-special")) flags |= FX_TOKENIZE_PARSE_SPECIAL;
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (!model_path || (!text == !file) || (cases && !file)) {
+        usage();
+        return 2;
+    }
+    fx_model_params params;
+    fx_model_params_init(&params);
+    params.flags = FX_MODEL_VOCAB_ONLY;
+    fx_model *model = NULL;
+    char err[512];
+    fx_status st = fx_model_load(model_path, &params, &model, err, sizeof err);
+    if (st != FX_OK) {
+        fprintf(stderr, "ferrox-tokenize: %s: %s: %s\n", model_path, fx_status_str(st), err);
+        return 1;
+    }
+    size_t len = 0;
+    char *data = NULL;
+    if (file) {
+        data = read_all(file, &len);
+        if (!data) {
+            fprintf(stderr, "ferrox-tokenize: cannot read %s\n", file);
+            fx_model_free(model);
+            return 1;
+        }
+    } else {
+        len = strlen(text);
+    }
+    const char *src = file ? data : text;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    if (!cases) {
+        rc = print_ids(model, src, len, flags, "", &ids, &cap);
+    } else {
+        /* every case is followed by SEP; text after the last SEP (normally
+         * none) is one more case */
+        size_t pos = 0, sep_len = sizeof SEP - 1;
+        while (pos < len && rc == 0) {
+            size_t end = pos;
+            while (end + sep_len <= len && memcmp(src + end, SEP, sep_len) != 0) end++;
+            if (end + sep_len > len) end = len;
+            rc = print_ids(model, src + pos, end - pos, flags, " ", &ids, &cap);
+            pos = end + sep_len;
+        }
+    }
+    free(ids);
+    free(data);
+    fx_model_free(model);
+    return rc;
+}
