@@ -1,0 +1,156 @@
+/*
+ * Number formats: IEEE half, bfloat16, ggml's Q8_0. Plain integer code, so
+ * the results are the same on every CPU and match the F16C/AVX2 paths
+ * (which only ever widen, and widening is exact).
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float fx_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0) {
+        if (m == 0) return bits_f32(sign);
+        /* Subnormal half: normalize; every one is a normal float. */
+        e = 113; /* 127 - 14 */
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        return bits_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
+    }
+    if (e == 31) {
+        /* Inf stays inf; NaN is quieted, as vcvtph2ps does, so the AVX2 and
+         * portable paths agree even on signalling NaNs. */
+        return bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+    }
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t fx_f32_to_f16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) {
+        if (ax == 0x7f800000u) return sign | 0x7c00u;
+        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    }
+    /* 65520 = halfway between 65504 (max half, odd significand) and 2^16:
+     * it and everything above round to inf. */
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;
+    if (ax < 0x38800000u) {
+        /* Below 2^-14: a half subnormal (units of 2^-24) or zero. 2^-25 is
+         * the tie between 0 and 2^-24 and goes to even, i.e. 0. */
+        if (ax <= 0x33000000u) return sign;
+        uint32_t e = ax >> 23;
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u; /* value m * 2^(e-150) */
+        uint32_t shift = 126 - e;                  /* 14..24 */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (uint16_t)(sign | q); /* q == 0x400 is the smallest normal */
+    }
+    /* Normal: round the 13 dropped bits to nearest even; a carry moves into
+     * the exponent, which is the correct result. */
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
+    r -= 0x38000000u; /* rebias 127 -> 15 */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float fx_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t fx_f32_to_bf16(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it one, quiet */
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+void fx_f16_to_f32_row(float *out, const uint16_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = fx_f16_to_f32(in[i]);
+}
+
+void fx_f32_to_f16_row(uint16_t *out, const float *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = fx_f32_to_f16(in[i]);
+}
+
+void fx_bf16_to_f32_row(float *out, const uint16_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = fx_bf16_to_f32(in[i]);
+}
+
+void fx_f32_to_bf16_row(uint16_t *out, const float *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = fx_f32_to_bf16(in[i]);
+}
+
+fx_status fx_quantize_q8_0(fx_block_q8_0 *out, const float *in, size_t n) {
+    if (n % FX_QK8_0 != 0 || (n && (!out || !in))) return FX_ERR_INVALID_ARG;
+    for (size_t b = 0; b < n / FX_QK8_0; b++) {
+        const float *x = in + b * FX_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < FX_QK8_0; j++) {
+            float a = fabsf(x[j]);
+            if (a > amax) amax = a;
+        }
+        /* As ggml's quantize_row_q8_0_ref: q uses the f32 d, then d is
+         * stored rounded to half. */
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = fx_f32_to_f16(d);
+        for (int j = 0; j < FX_QK8_0; j++)
+            out[b].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+    return FX_OK;
+}
+
+fx_status fx_dequantize_q8_0(float *out, const fx_block_q8_0 *in, size_t n) {
+    if (n % FX_QK8_0 != 0 || (n && (!out || !in))) return FX_ERR_INVALID_ARG;
+    for (size_t b = 0; b < n / FX_QK8_0; b++) {
+        const float d = fx_f16_to_f32(in[b].d);
+        for (int j = 0; j < FX_QK8_0; j++)
+            out[b * FX_QK8_0 + j] = d * (float)in[b].qs[j];
+    }
+    return FX_OK;
+}
+
+fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
+                              size_t k) {
+    if (k && (!out || !row)) return FX_ERR_INVALID_ARG;
+    if (k && fx_wtype_row_bytes(t, k) == 0) return FX_ERR_INVALID_ARG;
+    const uint8_t *p = row;
+    switch (t) {
+    case FX_WTYPE_F32: memcpy(out, p, k * sizeof(float)); return FX_OK;
+    case FX_WTYPE_F16:
+    case FX_WTYPE_BF16:
+        for (size_t i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = t == FX_WTYPE_F16 ? fx_f16_to_f32(h) : fx_bf16_to_f32(h);
+        }
+        return FX_OK;
+    case FX_WTYPE_Q8_0:
+        for (size_t b = 0; b < k / FX_QK8_0; b++) {
+            fx_block_q8_0 blk;
+            memcpy(&blk, p + b * sizeof blk, sizeof blk);
+            fx_dequantize_q8_0(out + b * FX_QK8_0, &blk, FX_QK8_0);
+        }
+        return FX_OK;
+    default: return FX_ERR_UNSUPPORTED;
+    }
+}

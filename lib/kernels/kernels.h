@@ -1,0 +1,190 @@
+/*
+ * kernels: the tensor kernels the forward pass is built from -- matmul
+ * against F32/F16/BF16/Q8_0 weights, rmsnorm, RoPE, softmax, SiLU, add,
+ * number-format conversions -- and the persistent thread pool they run on.
+ *
+ * DETERMINISM (DESIGN.md). A row's tokens must not depend on which other
+ * rows share its batch, on how the work is tiled or on the thread count. So
+ * every reduction here has ONE order, written down below, and every code
+ * path (M = 1, small M, the cache-blocked large-M path, the portable scalar
+ * fallback, any thread count) computes exactly that order. The only
+ * exception is the opt-in FX_MATMUL_FAST mode, which hands F32 matmuls to
+ * OpenBLAS and is NOT batch-invariant.
+ *
+ * The matmul reduction order. For y[m][n] = sum_k x[m][k] * w[n][k]:
+ *   wv(n,k)   the weight as an f32 value, computed exactly (see fx_wtype);
+ *   acc[0..7] = +0.0f;
+ *   for k = 0, 1, ..., K-1 in increasing order:
+ *       acc[k % 8] = fmaf(x[m][k], wv(n,k), acc[k % 8]);   (one rounding)
+ *   y[m][n] = ((acc[0] + acc[4]) + (acc[2] + acc[6]))
+ *           + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+ * Vector code pads a tail of K % 8 elements with x = +0, w = -0:
+ * fma(+0, -0, a) == a for every a (including -0 and NaN), so padded lanes
+ * are untouched, exactly as in the scalar definition. Error bound against
+ * exact arithmetic on the same x and wv: |y - exact| <= g(ceil(K/8) + 3) *
+ * sum_k |x[k] * wv(n,k)|, g(j) = j*u/(1 - j*u), u = 2^-24 (absent
+ * underflow).
+ */
+#ifndef FX_KERNELS_H
+#define FX_KERNELS_H
+
+#include "../core/core.h"
+
+/* ---- weight types (values are ggml's type ids, as stored in GGUF) ---- */
+
+typedef enum fx_wtype {
+    FX_WTYPE_F32 = 0,   /* wv = the float */
+    FX_WTYPE_F16 = 1,   /* wv = the half widened (exact) */
+    FX_WTYPE_Q8_0 = 8,  /* wv = f32(d) * (float)q: exact, since an 11-bit
+                           significand times an 8-bit integer fits in 24 */
+    FX_WTYPE_BF16 = 30  /* wv = the bfloat16 widened (exact) */
+} fx_wtype;
+
+#define FX_QK8_0 32 /* elements per Q8_0 block */
+
+/* ggml's block_q8_0: 34 bytes, no padding (2-byte alignment). */
+typedef struct fx_block_q8_0 {
+    uint16_t d;             /* scale, IEEE half */
+    int8_t qs[FX_QK8_0];    /* quants */
+} fx_block_q8_0;
+
+/* Bytes one row of k elements of type t occupies, or 0 if t is not
+ * supported or k is not allowed for it (Q8_0 needs k % 32 == 0). */
+size_t fx_wtype_row_bytes(fx_wtype t, size_t k);
+const char *fx_wtype_name(fx_wtype t);
+
+/* ---- thread pool ---- */
+
+/* A fixed set of threads created once; fx_pool_run hands them tasks. With
+ * n_threads == 1 no thread is ever created and run() is a plain loop.
+ * After a run, workers poll ~10-20 us for the next one before sleeping on
+ * a condition variable (back-to-back matmuls then cost ~2 us of hand-off
+ * instead of ~12 us). */
+typedef struct fx_pool fx_pool;
+
+/* task: 0..n_tasks-1; thread: 0..n_threads-1 (0 is the calling thread),
+ * so fn can index per-thread scratch. Which thread runs which task varies
+ * from run to run: results must not depend on it. */
+typedef void (*fx_pool_fn)(void *ctx, size_t task, unsigned thread);
+
+fx_status fx_pool_create(const fx_alloc *alloc, unsigned n_threads,
+                         fx_pool **out, fx_error *err);
+void fx_pool_free(fx_pool *pool);
+unsigned fx_pool_threads(const fx_pool *pool);
+/* Runs fn for every task, the caller taking tasks too, and returns when all
+ * are done. Not reentrant: a run from inside fn returns FX_ERR_INVALID_ARG.
+ * One caller at a time. */
+fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
+                      size_t n_tasks);
+
+/* ---- kernels context: ISA choice, the pool, per-thread scratch ---- */
+
+typedef enum fx_isa {
+    FX_ISA_AUTO = 0,     /* the best this CPU supports */
+    FX_ISA_PORTABLE = 1, /* plain C, fmaf */
+    FX_ISA_AVX2 = 2      /* AVX2 + FMA + F16C; FX_ERR_UNSUPPORTED if absent */
+} fx_isa;
+
+typedef struct fx_kernels_params {
+    unsigned n_threads;  /* >= 1; 1 creates no threads. Default 1. */
+    fx_isa isa;          /* default FX_ISA_AUTO */
+    size_t fast_min_m;   /* FX_MATMUL_FAST uses OpenBLAS from this M up
+                            (default 64: below it our kernel was faster
+                            in bench_kernels) */
+} fx_kernels_params;
+
+void fx_kernels_params_init(fx_kernels_params *p);
+
+typedef struct fx_kernels fx_kernels;
+
+fx_status fx_kernels_create(const fx_alloc *alloc,
+                            const fx_kernels_params *params,
+                            fx_kernels **out, fx_error *err);
+void fx_kernels_free(fx_kernels *kc);
+/* The ISA actually chosen (never FX_ISA_AUTO). */
+fx_isa fx_kernels_isa(const fx_kernels *kc);
+/* The context's pool, for other per-step work (attention) to share. */
+fx_pool *fx_kernels_pool(fx_kernels *kc);
+
+/* ---- matmul ---- */
+
+/* Opt out of batch invariance: F32 weights with M >= fast_min_m go to
+ * OpenBLAS cblas_sgemm (its own threads, OPENBLAS_NUM_THREADS). A row's
+ * result then changes in the last bits with M and the thread count. Other
+ * weight types ignore the flag. */
+#define FX_MATMUL_FAST 0x1u
+
+/* y[m][n] (row stride ldy) = sum_k x[m][k] (row stride ldx) * w[n][k], for
+ * m < M, n < N, k < K, in the order at the top of this file. w holds N rows
+ * of fx_wtype_row_bytes(wtype, K) bytes each, as GGUF stores a [K, N]
+ * tensor. No allocation; safe to call from one thread at a time per
+ * context. y must not overlap x or w. */
+fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
+                    const void *w, fx_wtype wtype, size_t n, size_t k,
+                    float *y, size_t ldy, unsigned flags);
+
+/* ---- number formats ---- */
+
+/* Exact. NaN stays NaN (quieted). */
+float fx_f16_to_f32(uint16_t h);
+/* Round to nearest, ties to even, with subnormals; overflow to inf; NaN to
+ * a quiet NaN of the same sign. */
+uint16_t fx_f32_to_f16(float f);
+float fx_bf16_to_f32(uint16_t h);
+uint16_t fx_f32_to_bf16(float f);
+
+void fx_f16_to_f32_row(float *out, const uint16_t *in, size_t n);
+void fx_f32_to_f16_row(uint16_t *out, const float *in, size_t n);
+void fx_bf16_to_f32_row(float *out, const uint16_t *in, size_t n);
+void fx_f32_to_bf16_row(uint16_t *out, const float *in, size_t n);
+
+/* As ggml's reference quantizer: per block of 32, d = amax / 127,
+ * q = roundf(x * (1/d)) (0 if d == 0), d stored as half. n % 32 == 0. */
+fx_status fx_quantize_q8_0(fx_block_q8_0 *out, const float *in, size_t n);
+/* out[i] = f32(d) * q[i] -- the same value wv the matmul uses. */
+fx_status fx_dequantize_q8_0(float *out, const fx_block_q8_0 *in, size_t n);
+
+/* Any weight row to f32 (exact for every type): k elements of row. */
+fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
+                              size_t k);
+
+/* ---- elementwise and per-row kernels (fixed order; out may alias x) ---- */
+
+/* ss = sum_i x[i]*x[i] accumulated in double, i increasing;
+ * s = 1 / sqrtf((float)(ss / n) + eps); out[i] = (x[i] * s) * w[i]
+ * (w may be NULL: no weight). */
+void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
+                float eps);
+
+/* m = max x; e[i] = expf(x[i] - m); sum of e in double, i increasing;
+ * x[i] = e[i] * (float)(1 / sum). -inf entries give 0; all -inf gives 0s. */
+void fx_softmax(float *x, size_t n);
+
+/* silu(x) = x / (1 + expf(-x)). */
+void fx_silu(float *out, const float *x, size_t n);
+/* out[i] = silu(gate[i]) * up[i]: the SwiGLU feed-forward's middle. */
+void fx_swiglu(float *out, const float *gate, const float *up, size_t n);
+/* out[i] = a[i] + b[i]. */
+void fx_add(float *out, const float *a, const float *b, size_t n);
+
+/* ---- RoPE ---- */
+
+typedef enum fx_rope_mode {
+    FX_ROPE_NORMAL = 0, /* llama: pairs (x[2i], x[2i+1]) */
+    FX_ROPE_NEOX = 2    /* neox/qwen2: pairs (x[i], x[i + n_rot/2]) */
+} fx_rope_mode;
+
+/* For one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i), for
+ * i < n_rot/2, theta_i = pos * base^(-2i/n_rot) / factor[i] computed in
+ * double and rounded once to float (factor: Llama 3 rope_freqs, NULL for
+ * all 1). Computed once per token and shared by every head and layer.
+ * n_rot must be even, base and factors > 0. */
+fx_status fx_rope_cache(float *cs, int64_t pos, size_t n_rot, float freq_base,
+                        const float *freq_factors);
+/* Rotates the first n_rot dims of each of n_head heads of x ([n_head]
+ * [head_dim], contiguous) by cs; dims n_rot..head_dim-1 are untouched:
+ *   a' = a*c - b*s;  b' = a*s + b*c   (float, no contraction). */
+fx_status fx_rope_apply(float *x, size_t n_head, size_t head_dim,
+                        size_t n_rot, const float *cs, fx_rope_mode mode);
+
+#endif /* FX_KERNELS_H */

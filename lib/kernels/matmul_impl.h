@@ -1,0 +1,62 @@
+/*
+ * Private to lib/kernels: what the ISA-specific matmul files share with
+ * matmul.c. Not part of the layer's interface (that is kernels.h).
+ */
+#ifndef FX_KERNELS_MATMUL_IMPL_H
+#define FX_KERNELS_MATMUL_IMPL_H
+
+#include "kernels.h"
+
+/* One matmul call, as every path sees it. */
+typedef struct fx_mm_job {
+    const float *x;      /* [m][ldx] */
+    size_t ldx, m;
+    const uint8_t *w;    /* [n][row_bytes] */
+    fx_wtype type;
+    size_t row_bytes, n, k;
+    float *y;            /* [m][ldy] */
+    size_t ldy;
+} fx_mm_job;
+
+/* Blocking of the large-M path. Tasks split N in FX_MM_NTASK columns; a
+ * task's columns are done in blocks of FX_MM_NC, rows in blocks of
+ * FX_MM_MC, K in slabs of FX_MM_KC. For each (row block, slab) the x block
+ * and the W panel are copied (W converted to f32, exactly) into aligned
+ * contiguous scratch, so the tile never splits a cache line and never
+ * meets 4 KiB aliasing between rows. KC is a multiple of 32, so a slab
+ * never splits a Q8_0 block and lane k % 8 of a slab is lane k % 8 of the
+ * row: the 8-lane partial sums carried between slabs are exactly the
+ * lanes of the single-pass definition. */
+#ifndef FX_MM_NC
+#define FX_MM_NC 96
+#endif
+#define FX_MM_NTASK FX_MM_NC
+
+#ifndef FX_MM_MC
+#define FX_MM_MC 128
+#endif
+#ifndef FX_MM_KC
+#define FX_MM_KC 256
+#endif
+/* Rows up to this go to the streaming small-M path. */
+#define FX_MM_SMALL_M 8
+
+/* Per-thread scratch: the W panel [NC][KC], the x block [MC][KC] and the
+ * 8-lane partial sums [MC][NC][8] of a block between K slabs. */
+#define FX_MM_SCRATCH_FLOATS ((size_t)FX_MM_NC * FX_MM_KC + \
+                              (size_t)FX_MM_MC * FX_MM_KC + \
+                              (size_t)FX_MM_MC * FX_MM_NC * 8)
+
+/* Computes columns [n0, n1) of every row of y. scratch: FX_MM_SCRATCH_FLOATS
+ * floats, 32-byte aligned, owned by the calling thread. */
+typedef void (*fx_mm_range_fn)(const fx_mm_job *job, size_t n0, size_t n1,
+                               float *scratch);
+
+void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
+                          float *scratch);
+/* NULL where the AVX2 code is not compiled in (non-x86). */
+fx_mm_range_fn fx_mm_avx2_range(void);
+/* AVX2, FMA and F16C present (run-time probe, no state kept). */
+bool fx_cpu_has_avx2(void);
+
+#endif /* FX_KERNELS_MATMUL_IMPL_H */

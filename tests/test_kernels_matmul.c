@@ -1,0 +1,437 @@
+/*
+ * The matmul against its contract (lib/kernels/kernels.h):
+ *  - batch invariance, bit for bit: row m computed alone (M = 1) equals row
+ *    m inside batches of 3, 8, 9, 37, 70 and 150 rows (8 is the last
+ *    small-M batch, 9 the first large-M one, 150 crosses the large-M row
+ *    block of 128), at two offsets, for 1 and 2 threads, AVX2 and portable
+ *    paths, K with tails (K % 8 != 0) and several 256-wide K slabs, N
+ *    across several 96-column tasks;
+ *  - accuracy against a double-precision reference on the same weight
+ *    values, within g(ceil(K/8)+3) * sum|x*w|, the bound of the defined
+ *    order (8 sequential lanes of ceil(K/8) fmas, then a 3-level tree);
+ *  - signed zeros from underflow survive the tail padding identically;
+ *  - argument checks; the OpenBLAS fast mode is close to the reference.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+
+/* ---- deterministic inputs ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Uniform in [-1, 1). */
+static float rng_f(uint64_t *s) {
+    return (float)((double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+static const fx_wtype all_types[] = {FX_WTYPE_F32, FX_WTYPE_F16,
+                                     FX_WTYPE_BF16, FX_WTYPE_Q8_0};
+
+/* N rows of K weights of type t, from uniform floats. */
+static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
+    size_t rb = fx_wtype_row_bytes(t, k);
+    assert_true(rb > 0);
+    uint8_t *w = malloc(n * rb);
+    float *row = malloc(k * sizeof *row);
+    assert_non_null(w);
+    assert_non_null(row);
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < k; j++) row[j] = rng_f(&s);
+        uint8_t *dst = w + i * rb;
+        switch (t) {
+        case FX_WTYPE_F32: memcpy(dst, row, rb); break;
+        case FX_WTYPE_F16:
+        case FX_WTYPE_BF16:
+            for (size_t j = 0; j < k; j++) {
+                uint16_t h = t == FX_WTYPE_F16 ? fx_f32_to_f16(row[j])
+                                               : fx_f32_to_bf16(row[j]);
+                memcpy(dst + 2 * j, &h, 2);
+            }
+            break;
+        case FX_WTYPE_Q8_0: {
+            fx_block_q8_0 *blk = malloc(rb);
+            assert_non_null(blk);
+            assert_int_equal(fx_quantize_q8_0(blk, row, k), FX_OK);
+            memcpy(dst, blk, rb);
+            free(blk);
+            break;
+        }
+        }
+    }
+    free(row);
+    return w;
+}
+
+/* M rows of K activations with row stride ldx; the gaps hold NaN so a
+ * kernel reading past K would poison its result. */
+static float *make_x(size_t m, size_t k, size_t ldx, uint64_t seed) {
+    float *x = malloc(m * ldx * sizeof *x);
+    assert_non_null(x);
+    uint64_t s = seed + 7;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < ldx; j++)
+            x[i * ldx + j] = j < k ? rng_f(&s) * 2.0f : NAN;
+    return x;
+}
+
+static fx_kernels *make_ctx(fx_isa isa, unsigned threads) {
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_kernels_params p;
+    fx_kernels_params_init(&p);
+    p.isa = isa;
+    p.n_threads = threads;
+    fx_kernels *kc = NULL;
+    fx_error err;
+    fx_status st = fx_kernels_create(&alloc, &p, &kc, &err);
+    if (st == FX_ERR_UNSUPPORTED) return NULL;
+    assert_int_equal(st, FX_OK);
+    return kc;
+}
+
+static int have_avx2(void) {
+    fx_kernels *kc = make_ctx(FX_ISA_AVX2, 1);
+    fx_kernels_free(kc);
+    return kc != NULL;
+}
+
+#define SENTINEL 12345.0f
+
+/* y = x[r0 .. r0+m) * W^T through kc; checks the stride gaps of y are
+ * untouched; returns y ([m][n], dense). */
+static float *run_mm(fx_kernels *kc, const float *x, size_t ldx, size_t r0,
+                     size_t m, const uint8_t *w, fx_wtype t, size_t n,
+                     size_t k) {
+    size_t ldy = n + 5;
+    float *y = malloc(m * ldy * sizeof *y);
+    assert_non_null(y);
+    for (size_t i = 0; i < m * ldy; i++) y[i] = SENTINEL;
+    assert_int_equal(fx_matmul(kc, x + r0 * ldx, ldx, m, w, t, n, k, y, ldy, 0),
+                     FX_OK);
+    float *out = malloc(m * n * sizeof *out);
+    assert_non_null(out);
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = n; j < ldy; j++)
+            assert_true(y[i * ldy + j] == SENTINEL);
+        memcpy(out + i * n, y + i * ldy, n * sizeof *out);
+    }
+    free(y);
+    return out;
+}
+
+static void assert_rows_identical(const float *got, const float *want,
+                                  size_t n, const char *what, size_t row) {
+    if (memcmp(got, want, n * sizeof *got) == 0) return;
+    for (size_t j = 0; j < n; j++) {
+        uint32_t a, b;
+        memcpy(&a, got + j, 4);
+        memcpy(&b, want + j, 4);
+        if (a != b) {
+            print_error("%s: row %zu col %zu: %a (0x%08x) vs %a (0x%08x)\n",
+                        what, row, j, (double)got[j], a, (double)want[j], b);
+            fail();
+        }
+    }
+}
+
+/* ---- batch invariance ---- */
+
+typedef struct shape {
+    size_t m, n, k;
+} shape;
+
+static void check_invariance(fx_wtype t, shape sh) {
+    const size_t ldx = sh.k + 3;
+    uint8_t *w = make_weights(t, sh.n, sh.k, sh.n * 131 + sh.k);
+    float *x = make_x(sh.m, sh.k, ldx, sh.k);
+
+    /* The reference: the portable path, one thread, each row alone. */
+    fx_kernels *ref = make_ctx(FX_ISA_PORTABLE, 1);
+    float *want = malloc(sh.m * sh.n * sizeof *want);
+    assert_non_null(want);
+    for (size_t r = 0; r < sh.m; r++) {
+        float *y = run_mm(ref, x, ldx, r, 1, w, t, sh.n, sh.k);
+        memcpy(want + r * sh.n, y, sh.n * sizeof *y);
+        free(y);
+    }
+
+    struct {
+        fx_isa isa;
+        unsigned threads;
+    } cfgs[] = {{FX_ISA_PORTABLE, 2}, {FX_ISA_AVX2, 1}, {FX_ISA_AVX2, 2}};
+    const size_t batches[] = {1, 3, 8, 9, 37, 70, 150};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        fx_kernels *kc = make_ctx(cfgs[c].isa, cfgs[c].threads);
+        if (!kc) continue; /* no AVX2 here: nothing to compare */
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+            size_t bm = batches[b];
+            if (bm > sh.m) continue;
+            /* Two placements of the batch, so a row is seen at different
+             * positions inside its tile. */
+            size_t starts[2] = {0, sh.m - bm};
+            for (int si = 0; si < 2; si++) {
+                float *y = run_mm(kc, x, ldx, starts[si], bm, w, t, sh.n, sh.k);
+                char what[128];
+                snprintf(what, sizeof what, "%s isa=%d threads=%u M=%zu K=%zu",
+                         fx_wtype_name(t), (int)cfgs[c].isa, cfgs[c].threads,
+                         bm, sh.k);
+                for (size_t i = 0; i < bm; i++)
+                    assert_rows_identical(y + i * sh.n,
+                                          want + (starts[si] + i) * sh.n,
+                                          sh.n, what, starts[si] + i);
+                free(y);
+            }
+        }
+        fx_kernels_free(kc);
+    }
+    fx_kernels_free(ref);
+    free(want);
+    free(x);
+    free(w);
+}
+
+static void test_invariance_float_types(void **state) {
+    (void)state;
+    /* K: tails of every length, exact groups, several KC=256 slabs with a
+     * tail in the last; N: partial 3-column tiles, several 48-column
+     * tasks. */
+    const shape shapes[] = {
+        {37, 7, 1},   {37, 5, 5},    {37, 4, 8},   {37, 9, 13},
+        {37, 50, 31}, {37, 3, 64},   {37, 97, 100}, {70, 100, 555},
+        {70, 49, 256}, {70, 2, 263},  {150, 101, 300},
+    };
+    const fx_wtype types[] = {FX_WTYPE_F32, FX_WTYPE_F16, FX_WTYPE_BF16};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            check_invariance(types[t], shapes[s]);
+}
+
+static void test_invariance_q8_0(void **state) {
+    (void)state;
+    const shape shapes[] = {{37, 5, 32}, {37, 50, 96}, {70, 100, 544},
+                            {70, 1, 256}, {70, 98, 288}, {150, 20, 288}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        check_invariance(FX_WTYPE_Q8_0, shapes[s]);
+}
+
+/* ---- accuracy ---- */
+
+static void check_accuracy(fx_kernels *kc, fx_wtype t, shape sh) {
+    uint8_t *w = make_weights(t, sh.n, sh.k, 99 + sh.k);
+    float *x = make_x(sh.m, sh.k, sh.k, 5);
+    float *y = run_mm(kc, x, sh.k, 0, sh.m, w, t, sh.n, sh.k);
+    float *wrow = malloc(sh.k * sizeof *wrow);
+    assert_non_null(wrow);
+    const double u = 0x1p-24;
+    const double j = (double)((sh.k + 7) / 8 + 3);
+    const double gamma = j * u / (1.0 - j * u);
+    const size_t rb = fx_wtype_row_bytes(t, sh.k);
+    double worst = 0.0; /* largest error as a fraction of the bound */
+    for (size_t n = 0; n < sh.n; n++) {
+        assert_int_equal(fx_wtype_row_to_f32(wrow, w + n * rb, t, sh.k), FX_OK);
+        for (size_t m = 0; m < sh.m; m++) {
+            double exact = 0.0, mag = 0.0;
+            for (size_t k = 0; k < sh.k; k++) {
+                double p = (double)x[m * sh.k + k] * (double)wrow[k];
+                exact += p;
+                mag += fabs(p);
+            }
+            double err = fabs((double)y[m * sh.n + n] - exact);
+            double bound = gamma * mag;
+            if (err > bound) {
+                print_error("%s K=%zu y[%zu][%zu]=%.9g exact=%.9g err=%g "
+                            "bound=%g\n", fx_wtype_name(t), sh.k, m, n,
+                            (double)y[m * sh.n + n], exact, err, bound);
+                fail();
+            }
+            if (bound > 0 && err / bound > worst) worst = err / bound;
+        }
+    }
+    (void)worst;
+    free(wrow);
+    free(y);
+    free(x);
+    free(w);
+}
+
+static void test_accuracy(void **state) {
+    (void)state;
+    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 2);
+    const shape shapes[] = {{1, 64, 4096}, {20, 40, 4096}, {5, 33, 1000},
+                            {9, 17, 352}};
+    for (size_t t = 0; t < 4; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            shape sh = shapes[s];
+            if (all_types[t] == FX_WTYPE_Q8_0) sh.k = sh.k / 32 * 32;
+            check_accuracy(kc, all_types[t], sh);
+        }
+    fx_kernels_free(kc);
+}
+
+/* ---- signed zeros through the tail padding ---- */
+
+/* Products that underflow to -0 make every lane -0; the vector paths pad
+ * the tail with fma(+0, -0, lane), which must leave -0 alone. The result
+ * is -0, bit for bit, on every path. */
+static void test_underflow_signed_zero(void **state) {
+    (void)state;
+    const size_t k = 13, n = 4, m = 9;
+    float x[9 * 13], w[4 * 13];
+    for (size_t i = 0; i < m * k; i++) x[i] = -0x1p-100f;
+    for (size_t i = 0; i < n * k; i++) w[i] = 0x1p-100f;
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2};
+    for (int a = 0; a < 2; a++) {
+        fx_kernels *kc = make_ctx(isas[a], 1);
+        if (!kc) continue;
+        size_t ms[] = {1, m};
+        for (int b = 0; b < 2; b++) {
+            float *y = run_mm(kc, x, k, 0, ms[b], (const uint8_t *)w,
+                              FX_WTYPE_F32, n, k);
+            for (size_t i = 0; i < ms[b] * n; i++) {
+                assert_true(y[i] == 0.0f);
+                assert_true(signbit(y[i]));
+            }
+            free(y);
+        }
+        fx_kernels_free(kc);
+    }
+}
+
+/* Inf in x: the same inf, sign included, on every path. */
+static void test_inf_propagates(void **state) {
+    (void)state;
+    const size_t k = 21, n = 5;
+    float x[21];
+    uint8_t *w = make_weights(FX_WTYPE_F16, n, k, 3);
+    for (size_t i = 0; i < k; i++) x[i] = 0.5f;
+    x[17] = INFINITY;
+    float *ys[2] = {NULL, NULL};
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2};
+    for (int a = 0; a < 2; a++) {
+        fx_kernels *kc = make_ctx(isas[a], 1);
+        if (!kc) continue;
+        ys[a] = run_mm(kc, x, k, 0, 1, w, FX_WTYPE_F16, n, k);
+        fx_kernels_free(kc);
+    }
+    for (size_t j = 0; j < n; j++) assert_true(isinf(ys[0][j]));
+    if (ys[1]) assert_rows_identical(ys[1], ys[0], n, "inf", 0);
+    free(ys[0]);
+    free(ys[1]);
+    free(w);
+}
+
+/* ---- arguments ---- */
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
+    float x[64] = {0}, y[8] = {0};
+    uint8_t w[256] = {0};
+    assert_int_equal(fx_matmul(kc, x, 40, 1, w, FX_WTYPE_Q8_0, 1, 40, y, 1, 0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 8, 1, w, (fx_wtype)2, 1, 8, y, 1, 0),
+                     FX_ERR_UNSUPPORTED);
+    assert_int_equal(fx_matmul(kc, x, 4, 1, w, FX_WTYPE_F32, 1, 8, y, 1, 0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 8, 1, w, FX_WTYPE_F32, 2, 8, y, 1, 0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(NULL, x, 8, 1, w, FX_WTYPE_F32, 1, 8, y, 1, 0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 8, 0, w, FX_WTYPE_F32, 1, 8, y, 1, 0),
+                     FX_OK);
+    /* K == 0: an empty sum is +0. */
+    y[0] = 7.0f;
+    assert_int_equal(fx_matmul(kc, x, 0, 1, w, FX_WTYPE_F32, 1, 0, y, 1, 0),
+                     FX_OK);
+    assert_true(y[0] == 0.0f && !signbit(y[0]));
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q8_0, 64), 68);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q8_0, 65), 0);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_BF16, 3), 6);
+    fx_kernels_free(kc);
+
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_kernels_params p;
+    fx_kernels_params_init(&p);
+    p.n_threads = 0;
+    fx_kernels *bad = NULL;
+    assert_int_equal(fx_kernels_create(&alloc, &p, &bad, NULL),
+                     FX_ERR_INVALID_ARG);
+    assert_null(bad);
+    fx_kernels_free(NULL);
+}
+
+/* ---- fast mode ---- */
+
+static void test_fast_mode(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_kernels_params p;
+    fx_kernels_params_init(&p);
+    p.fast_min_m = 4;
+    fx_kernels *kc = NULL;
+    assert_int_equal(fx_kernels_create(&alloc, &p, &kc, NULL), FX_OK);
+    const size_t m = 24, n = 40, k = 300;
+    uint8_t *w = make_weights(FX_WTYPE_F32, n, k, 11);
+    float *x = make_x(m, k, k, 12);
+    float y[24 * 40];
+    assert_int_equal(fx_matmul(kc, x, k, m, w, FX_WTYPE_F32, n, k, y, n,
+                               FX_MATMUL_FAST), FX_OK);
+    const float *wf = (const float *)(const void *)w;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double exact = 0, mag = 0;
+            for (size_t q = 0; q < k; q++) {
+                double pr = (double)x[i * k + q] * (double)wf[j * k + q];
+                exact += pr;
+                mag += fabs(pr);
+            }
+            /* OpenBLAS's order is unknown: the sequential-sum bound. */
+            assert_true(fabs((double)y[i * n + j] - exact) <=
+                        (double)k * 0x1p-24 * mag * 1.01);
+        }
+    free(x);
+    free(w);
+    fx_kernels_free(kc);
+}
+
+static void test_isa_reported(void **state) {
+    (void)state;
+    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
+    fx_isa isa = fx_kernels_isa(kc);
+    assert_true(isa == FX_ISA_PORTABLE || isa == FX_ISA_AVX2);
+    assert_int_equal(isa == FX_ISA_AVX2, have_avx2());
+    print_message("matmul isa: %s\n", isa == FX_ISA_AVX2 ? "avx2" : "portable");
+    fx_kernels_free(kc);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_reported),
+        cmocka_unit_test(test_invariance_float_types),
+        cmocka_unit_test(test_invariance_q8_0),
+        cmocka_unit_test(test_accuracy),
+        cmocka_unit_test(test_underflow_signed_zero),
+        cmocka_unit_test(test_inf_propagates),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_fast_mode),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
