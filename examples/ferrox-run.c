@@ -5,6 +5,8 @@
  *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
  *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
  *              [--stop S]... [--ids] [--fast]
+ *              [--grammar-file F | --json] [--repeat-penalty R]
+ *              [--typical-p P]
  *              [--chat [--system S] [--template NAME]]
  *
  * One prompt: the text streams to stdout as it is generated. With --ids it
@@ -17,6 +19,10 @@
  * --chat: each prompt is a user message, rendered with the model's chat
  * template (or --template, a family name such as "chatml"), after an
  * optional --system message; the template's end-of-turn tokens stop.
+ *
+ * --grammar-file: a GBNF grammar (llama.cpp's dialect, root rule "root")
+ * the output must match; --json: any JSON value. A grammar that does not
+ * compile is reported with its line and column, and the exit status is 1.
  */
 #include <ferrox.h>
 
@@ -30,8 +36,12 @@ typedef struct options {
     const char *model, *prompt, *prompts_file, *system, *tmpl;
     int chat;
     uint32_t max_tokens, threads, parallel;
-    float temperature, top_p, min_p;
+    float temperature, top_p, min_p, repeat_penalty, typical_p;
     uint32_t top_k;
+    const char *grammar_file;
+    char *grammar;
+    size_t grammar_len;
+    int json;
     uint64_t seed;
     int ignore_eos, ids, fast;
     const char *stops[MAX_STOPS];
@@ -53,7 +63,9 @@ static int usage(void) {
             "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
             "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n"
-            "         [--chat [--system S] [--template NAME]]\n");
+            "         [--chat [--system S] [--template NAME]]\n"
+            "         [--grammar-file F | --json] [--repeat-penalty R]\n"
+            "         [--typical-p P]\n");
     return 2;
 }
 
@@ -61,6 +73,8 @@ static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->max_tokens = 64;
     o->threads = 1;
+    o->repeat_penalty = 1.0f;
+    o->typical_p = 1.0f;
     o->parallel = 8;
     o->top_p = 1.0f;
     for (int i = 1; i < argc; i++) {
@@ -69,6 +83,7 @@ static int parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--ids")) { o->ids = 1; continue; }
         if (!strcmp(a, "--fast")) { o->fast = 1; continue; }
         if (!strcmp(a, "--chat")) { o->chat = 1; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
         if (!v) return -1;
         i++;
         if (!strcmp(a, "--model")) o->model = v;
@@ -81,6 +96,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--top-k")) o->top_k = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--top-p")) o->top_p = strtof(v, NULL);
         else if (!strcmp(a, "--min-p")) o->min_p = strtof(v, NULL);
+        else if (!strcmp(a, "--repeat-penalty")) o->repeat_penalty = strtof(v, NULL);
+        else if (!strcmp(a, "--typical-p")) o->typical_p = strtof(v, NULL);
+        else if (!strcmp(a, "--grammar-file")) o->grammar_file = v;
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--system")) o->system = v;
         else if (!strcmp(a, "--template")) o->tmpl = v;
@@ -88,9 +106,36 @@ static int parse_args(int argc, char **argv, options *o) {
         else return -1;
     }
     if (!o->model || (!o->prompt == !o->prompts_file) || o->max_tokens == 0 ||
-        o->threads == 0 || o->parallel == 0 || ((o->system || o->tmpl) && !o->chat))
+        o->threads == 0 || o->parallel == 0 || ((o->system || o->tmpl) && !o->chat) ||
+        (o->grammar_file && o->json))
         return -1;
     return 0;
+}
+
+/* The whole grammar file. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *data = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            char *grown = realloc(data, cap);
+            if (!grown) {
+                free(data);
+                fclose(f);
+                return NULL;
+            }
+            data = grown;
+        }
+        size_t got = fread(data + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *len = n;
+    return data;
 }
 
 /* Reads the prompts file: one prompt per line (empty lines skipped). */
@@ -173,6 +218,13 @@ static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
     req.top_k = o->top_k;
     req.top_p = o->top_p;
     req.min_p = o->min_p;
+    req.repeat_penalty = o->repeat_penalty;
+    req.typical_p = o->typical_p;
+    if (o->grammar) {
+        req.grammar = o->grammar;
+        req.grammar_len = o->grammar_len;
+    }
+    if (o->json) req.flags |= FX_REQUEST_JSON;
     req.seed = o->seed;
     req.stop = o->stops;
     req.n_stop = o->n_stops;
@@ -187,6 +239,10 @@ int main(int argc, char **argv) {
     options o;
     if (parse_args(argc, argv, &o) != 0) return usage();
 
+    if (o.grammar_file && !(o.grammar = read_all(o.grammar_file, &o.grammar_len))) {
+        fprintf(stderr, "ferrox-run: cannot read %s\n", o.grammar_file);
+        return 1;
+    }
     fx_model *model = NULL;
     char err[512];
     fx_status st = fx_model_load(o.model, NULL, &model, err, sizeof err);
@@ -303,6 +359,7 @@ int main(int argc, char **argv) {
         if (prompts) free(prompts[i]);
     }
     free(rows);
+    free(o.grammar);
     free(prompts);
     fx_batcher_free(b);
     fx_model_free(model);

@@ -106,9 +106,13 @@ typedef enum fx_status {
     FX_ERR_NO_ROOM = 22,         /* a request that can never fit: longer than
                                     the context, or more KV blocks than the
                                     whole budget */
-    FX_ERR_INTERNAL = 23         /* an internal consistency check failed; the
+    FX_ERR_INTERNAL = 23,        /* an internal consistency check failed; the
                                     batcher stops rather than corrupt rows
                                     (please report it) */
+    FX_ERR_GRAMMAR = 24          /* a grammar that does not compile (the
+                                    message has its line and column), or a
+                                    row whose grammar cannot continue with
+                                    any token of the vocabulary */
 } fx_status;
 
 /* A short constant English description of a status ("truncated file").
@@ -581,6 +585,26 @@ FX_API const char *fx_batcher_errmsg(const fx_batcher *batcher);
                                           becomes the special token */
 #define FX_REQUEST_NO_BOS 0x4u         /* do not add BOS to a text prompt even
                                           if the vocabulary asks for it */
+#define FX_REQUEST_JSON 0x8u           /* the output is one JSON value (RFC
+                                          8259; at most 20 whitespace
+                                          characters in a row): a built-in
+                                          grammar. Not with `grammar` */
+
+/* A per-token logit bias (fx_request.logit_bias): added to the token's
+ * logit before every sampler; -INFINITY bans the token. */
+typedef struct fx_logit_bias {
+    int32_t token;
+    float bias;
+} fx_logit_bias;
+
+/* One entry of a token's log-probabilities (fx_event.top). */
+typedef struct fx_token_logprob {
+    int32_t token;
+    float logprob;              /* natural log of the probability */
+} fx_token_logprob;
+
+#define FX_MAX_LOGPROBS 20     /* most alternatives fx_request.n_logprobs
+                                  may ask for */
 
 typedef struct fx_request {
     uint32_t struct_size;          /* sizeof(fx_request), set by _init */
@@ -611,6 +635,39 @@ typedef struct fx_request {
      * none. */
     fx_lease *lease;
     void *user;                    /* returned in this row's events */
+    /* Fields below were added after the first layout; a request whose
+     * struct_size ends before them gets their defaults. */
+    /* A GBNF grammar (llama.cpp's dialect) the output must match: each
+     * step only tokens that continue it may be sampled, an end-of-
+     * generation token only once it is complete (and it is forced when
+     * nothing else may follow). Compiled at submit; an error refuses the
+     * request with FX_ERR_GRAMMAR and "line L, column C: ..." in
+     * fx_batcher_errmsg. If no token can continue it, the row alone ends
+     * with FX_FINISH_ERROR / FX_ERR_GRAMMAR. NULL: none. Copied. */
+    const char *grammar;
+    size_t grammar_len;
+    const char *grammar_root;      /* start rule, NUL-terminated; NULL:
+                                      "root" */
+    /* More samplers, applied in llama.cpp's default order: logit bias,
+     * penalties, top-k, typical, top-p, min-p, temperature, draw. */
+    float typical_p;               /* locally typical sampling; 1: off
+                                      (default) */
+    float repeat_penalty;          /* divides positive logits (multiplies
+                                      negative ones) of tokens seen in the
+                                      last penalty_last_n; 1: off
+                                      (default) */
+    float presence_penalty;        /* subtracted once from seen tokens; 0:
+                                      off (default) */
+    float frequency_penalty;       /* subtracted per occurrence; 0: off
+                                      (default) */
+    uint32_t penalty_last_n;       /* tokens (prompt included) the
+                                      penalties look back; default 64 */
+    const fx_logit_bias *logit_bias; /* copied; ids must be in range */
+    size_t n_logit_bias;
+    /* 0 (default): off. 1..FX_MAX_LOGPROBS: each generated token also
+     * arrives as an FX_EVENT_TOKEN event with its log-probability and this
+     * many most likely alternatives. */
+    uint32_t n_logprobs;
 } fx_request;
 
 FX_API void fx_request_init(fx_request *request);
@@ -620,7 +677,8 @@ FX_API void fx_request_init(fx_request *request);
  * Errors: FX_ERR_INVALID_ARG (bad fields, empty prompt, token out of
  * range), FX_ERR_NO_ROOM (prompt + max_tokens longer than n_ctx, or more
  * KV blocks than the whole cache: it could never run), FX_ERR_STALE_HANDLE
- * (a released lease), FX_ERR_NOMEM, FX_ERR_REENTRANT. */
+ * (a released lease), FX_ERR_GRAMMAR (the grammar does not compile),
+ * FX_ERR_NOMEM, FX_ERR_REENTRANT. */
 FX_API fx_status fx_submit(fx_batcher *batcher, const fx_request *request,
                            fx_row **out_row);
 
@@ -638,7 +696,13 @@ FX_API uint32_t fx_batcher_pending(const fx_batcher *batcher);
 typedef enum fx_event_type {
     FX_EVENT_NONE = 0,
     FX_EVENT_TEXT = 1,  /* a chunk of a row's output */
-    FX_EVENT_DONE = 2   /* the row ended; its last event */
+    FX_EVENT_DONE = 2,  /* the row ended; its last event */
+    FX_EVENT_TOKEN = 3  /* a generated token with its log-probabilities
+                           (requests with n_logprobs > 0 only). It comes
+                           before the TEXT event that first carries any
+                           of its text (text may be held back for a stop
+                           string or a split character). Stop and EOS
+                           tokens get one too */
 } fx_event_type;
 
 typedef enum fx_finish_reason {
@@ -675,6 +739,15 @@ typedef struct fx_event {
                                    token included); valid until the next
                                    fx_poll */
     size_t n_tokens;
+    /* TOKEN: the token, its log-probability under the model's own
+     * distribution (softmax of the logits, before grammar and samplers),
+     * and the n_top most likely tokens, most likely first; `top` is valid
+     * until the next fx_poll. (Added after the first layout; ferrox is
+     * unreleased, so fx_event grew in place.) */
+    int32_t token;
+    float logprob;
+    const fx_token_logprob *top;
+    size_t n_top;
 } fx_event;
 
 /* Takes the next event: returns 1 and fills *event, or 0 when there is

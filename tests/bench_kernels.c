@@ -8,9 +8,11 @@
  * Medians over repeats (and the best, and process CPU time per call). For
  * each M: a read pass (the bandwidth roofline at that moment), the
  * OpenBLAS F32 sgemm at the same shape (through FX_MATMUL_FAST), and each
- * ferrox weight type: weight GB/s (weight bytes / time: the decode
- * roofline), GFLOP/s (2*M*N*K / time), the ratio to OpenBLAS (its time /
- * ours: > 1 is faster) and to the read pass. Each call reads a different
+ * ferrox weight type on each ISA the CPU has (AVX2, AVX-512: "isa"):
+ * weight GB/s (weight bytes / time: the decode roofline), GFLOP/s
+ * (2*M*N*K / time), the ratio to OpenBLAS (its time / ours: > 1 is
+ * faster), to the AVX2 path (ratio_vs_avx2) and to the read pass. Each
+ * call reads a different
  * copy of W (>= 512 MiB of copies) so no run is served from L3.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -287,11 +289,24 @@ int main(int argc, char **argv) {
         fprintf(stderr, "create: %s\n", err.message);
         return 1;
     }
+    /* One context per ISA the CPU has, measured side by side; AVX2 is
+     * the baseline of ratio_vs_avx2. */
+    const fx_isa isas[2] = {FX_ISA_AVX2, FX_ISA_AVX512};
+    const char *isa_names[2] = {"avx2", "avx512"};
+    fx_kernels *kis[2] = {NULL, NULL};
+    for (int a = 0; a < 2; a++) {
+        fx_kernels_params q = p;
+        q.isa = isas[a];
+        if (fx_kernels_create(&alloc, &q, &kis[a], NULL) != FX_OK)
+            kis[a] = NULL;
+    }
     const char *openblas_env = getenv("OPENBLAS_NUM_THREADS");
     printf("{\"bench\":\"config\",\"threads\":%u,\"isa\":\"%s\","
            "\"openblas_core\":\"%s\",\"openblas_num_threads\":\"%s\","
            "\"n\":%zu,\"k\":%zu}\n",
-           threads, fx_kernels_isa(kc) == FX_ISA_AVX2 ? "avx2" : "portable",
+           threads, fx_kernels_isa(kc) == FX_ISA_AVX512 ? "avx512"
+                    : fx_kernels_isa(kc) == FX_ISA_AVX2  ? "avx2"
+                                                         : "portable",
            openblas_get_corename(), openblas_env ? openblas_env : "default",
            N, K);
     fflush(stdout);
@@ -318,7 +333,7 @@ int main(int argc, char **argv) {
             memcpy(ws[t] + c * bytes, one, bytes);
         free(one);
     }
-    const size_t ms[] = {1, 4, 16, 32, 128, 512};
+    const size_t ms[] = {1, 4, 8, 16, 32, 64, 128, 512};
     const size_t max_m = 512;
     float *x = malloc(max_m * K * sizeof *x);
     float *y = malloc(max_m * N * sizeof *y);
@@ -339,10 +354,13 @@ int main(int argc, char **argv) {
         double bw = read_now(fx_kernels_pool(kc), rbuf, rbuf_n, 5);
         printf("{\"bench\":\"roofline\",\"m\":%zu,\"read_gbps\":%.2f}\n",
                m, bw);
-        timing ours[4];
+        timing ours[2][4];
         for (int t = 0; t < 4; t++)
-            ours[t] = time_matmul(kc, x, m, ws[t], ncopy[t], types[t], N,
-                                  K, y, 0, min_time, 3);
+            for (int a = 0; a < 2; a++)
+                if (kis[a])
+                    ours[a][t] = time_matmul(kis[a], x, m, ws[t], ncopy[t],
+                                             types[t], N, K, y, 0, min_time,
+                                             3);
         timing blas = time_matmul(kc, x, m, ws[0], ncopy[0], FX_WTYPE_F32,
                                   N, K, y,
                                   FX_MATMUL_FAST, min_time, 3);
@@ -356,28 +374,36 @@ int main(int argc, char **argv) {
                m, N, K, blas.med * 1e3, blas.best * 1e3, blas.cpu * 1e3,
                wbytes_f32 / blas.med * 1e-9, flop / blas.med * 1e-9,
                flop / blas.best * 1e-9, wbytes_f32 / blas.med * 1e-9 / bw);
-        for (int t = 0; t < 4; t++) {
-            double wb = (double)fx_wtype_row_bytes(types[t], K) * N;
-            printf("{\"bench\":\"matmul\",\"impl\":\"ferrox\","
-                   "\"wtype\":\"%s\",\"m\":%zu,\"n\":%zu,\"k\":%zu,"
-                   "\"ms\":%.3f,\"ms_best\":%.3f,\"cpu_ms\":%.3f,"
-                   "\"weight_gbps\":%.2f,\"gflops\":%.2f,"
-                   "\"gflops_best\":%.2f,\"ratio_vs_openblas\":%.3f,"
-                   "\"ratio_vs_openblas_best\":%.3f,"
-                   "\"ratio_vs_bandwidth\":%.3f}\n",
-                   fx_wtype_name(types[t]), m, N, K, ours[t].med * 1e3,
-                   ours[t].best * 1e3, ours[t].cpu * 1e3,
-                   wb / ours[t].med * 1e-9, flop / ours[t].med * 1e-9,
-                   flop / ours[t].best * 1e-9, blas.med / ours[t].med,
-                   blas.best / ours[t].best,
-                   wb / ours[t].med * 1e-9 / bw);
-        }
+        for (int t = 0; t < 4; t++)
+            for (int a = 0; a < 2; a++) {
+                if (!kis[a]) continue;
+                const timing *o = &ours[a][t];
+                const timing *base = kis[0] ? &ours[0][t] : o;
+                double wb = (double)fx_wtype_row_bytes(types[t], K) * N;
+                printf("{\"bench\":\"matmul\",\"impl\":\"ferrox\","
+                       "\"isa\":\"%s\",\"wtype\":\"%s\",\"m\":%zu,"
+                       "\"n\":%zu,\"k\":%zu,"
+                       "\"ms\":%.3f,\"ms_best\":%.3f,\"cpu_ms\":%.3f,"
+                       "\"weight_gbps\":%.2f,\"gflops\":%.2f,"
+                       "\"gflops_best\":%.2f,\"ratio_vs_openblas\":%.3f,"
+                       "\"ratio_vs_openblas_best\":%.3f,"
+                       "\"ratio_vs_avx2\":%.3f,"
+                       "\"ratio_vs_bandwidth\":%.3f}\n",
+                       isa_names[a], fx_wtype_name(types[t]), m, N, K,
+                       o->med * 1e3, o->best * 1e3, o->cpu * 1e3,
+                       wb / o->med * 1e-9, flop / o->med * 1e-9,
+                       flop / o->best * 1e-9, blas.med / o->med,
+                       blas.best / o->best, base->med / o->med,
+                       wb / o->med * 1e-9 / bw);
+            }
         fflush(stdout);
     }
     free(rbuf);
     for (int t = 0; t < 4; t++) free(ws[t]);
     free(x);
     free(y);
+    fx_kernels_free(kis[0]);
+    fx_kernels_free(kis[1]);
     fx_kernels_free(kc);
     return 0;
 }

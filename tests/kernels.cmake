@@ -14,7 +14,8 @@ ferrox_warnings(bench_kernels)
 # against the kernels compiled with tiny blocks (a 3-column panel, 4-row
 # block, 32-wide K slab), so every block, slab and task edge is crossed
 # many times even by small shapes.
-set(_fx_kernel_srcs convert.c matmul.c matmul_avx2.c ops.c pool.c)
+set(_fx_kernel_srcs convert.c matmul.c matmul_avx2.c matmul_avx512.c ops.c
+  pool.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 find_package(PkgConfig QUIET)
 pkg_check_modules(FX_TEST_OPENBLAS QUIET openblas)

@@ -4,6 +4,7 @@
  * Every scenario ends by checking that KV blocks and refcounts are back at
  * their baseline.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -705,6 +706,86 @@ static void test_soak(void **state) {
     fx_model_free(m);
 }
 
+/* Logprobs: each generated token arrives as a TOKEN event, before the
+ * TEXT carrying its text, with the model's log-probability; greedy picks
+ * the most likely, so the token is its own first alternative. A logit
+ * bias that bans that token changes the choice. */
+static void test_logprob_events(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    fx_batcher *b = make_batcher(m, 4, 64, 0, 0);
+    int32_t prompt[6];
+    prompt_of(prompt, 6, 42);
+    int32_t first_greedy = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        fx_request r;
+        fx_request_init(&r);
+        r.prompt_tokens = prompt;
+        r.n_prompt_tokens = 6;
+        r.max_tokens = 8;
+        r.n_logprobs = 3;
+        r.flags = FX_REQUEST_IGNORE_EOS;
+        fx_logit_bias ban = {first_greedy, -INFINITY};
+        if (pass == 1) {
+            r.logit_bias = &ban;
+            r.n_logit_bias = 1;
+        }
+        fx_row *row;
+        assert_int_equal(fx_submit(b, &r, &row), FX_OK);
+        int32_t seen[16];
+        size_t n_seen = 0, text_before = 0;
+        int done = 0;
+        for (int i = 0; i < 1000 && !done; i++) {
+            assert_int_equal(fx_step(b), FX_OK);
+            fx_event ev;
+            while (fx_poll(b, &ev)) {
+                if (ev.type == FX_EVENT_TOKEN) {
+                    assert_true(n_seen < 16);
+                    assert_int_equal(ev.n_top, 3);
+                    assert_true(ev.logprob <= 0.0f);
+                    /* The model's own distribution: the banned token
+                     * still heads it in the second pass. */
+                    if (pass == 0) assert_int_equal(ev.token, ev.top[0].token);
+                    else if (n_seen == 0) assert_int_equal(ev.top[0].token, first_greedy);
+                    if (pass == 0) assert_true(ev.logprob == ev.top[0].logprob);
+                    assert_true(ev.top[0].logprob >= ev.top[1].logprob);
+                    assert_true(ev.top[1].logprob >= ev.top[2].logprob);
+                    seen[n_seen++] = ev.token;
+                } else if (ev.type == FX_EVENT_TEXT) {
+                    /* Never text for a token not announced yet. */
+                    assert_true(n_seen > text_before);
+                    text_before = n_seen;
+                } else {
+                    assert_int_equal(ev.type, FX_EVENT_DONE);
+                    assert_int_equal(ev.n_tokens, n_seen);
+                    assert_memory_equal(ev.tokens, seen, n_seen * sizeof *seen);
+                    done = 1;
+                }
+            }
+        }
+        assert_true(done);
+        assert_true(n_seen == 8);
+        if (pass == 0) first_greedy = seen[0];
+        else assert_true(seen[0] != first_greedy);
+    }
+    fx_request r;
+    fx_request_init(&r);
+    r.prompt_tokens = prompt;
+    r.n_prompt_tokens = 6;
+    r.max_tokens = 4;
+    r.n_logprobs = FX_MAX_LOGPROBS + 1;
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &r, &row), FX_ERR_INVALID_ARG);
+    fx_logit_bias bad = {100000, 1.0f};
+    r.n_logprobs = 0;
+    r.logit_bias = &bad;
+    r.n_logit_bias = 1;
+    assert_int_equal(fx_submit(b, &r, &row), FX_ERR_INVALID_ARG);
+    check_baseline(b);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -737,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_lease),
         cmocka_unit_test(test_api_misuse),
         cmocka_unit_test(test_soak),
+        cmocka_unit_test(test_logprob_events),
     };
     return cmocka_run_group_tests_name("batcher", tests, setup, teardown);
 }

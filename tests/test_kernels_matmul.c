@@ -1,11 +1,13 @@
 /*
  * The matmul against its contract (lib/kernels/kernels.h):
- *  - batch invariance, bit for bit: row m computed alone (M = 1) equals row
- *    m inside batches of 3, 8, 9, 37, 70 and 150 rows (8 is the last
- *    small-M batch, 9 the first large-M one, 150 crosses the large-M row
- *    block of 128), at two offsets, for 1 and 2 threads, AVX2 and portable
- *    paths, K with tails (K % 8 != 0) and several 256-wide K slabs, N
- *    across several 96-column tasks;
+ *  - batch invariance, bit for bit: row m computed alone (M = 1) by the
+ *    portable path equals row m inside batches of 1..9, 16, 32, 33, 70 and
+ *    150 rows (8 is the last one-tile batch, 9 the first large-M one on
+ *    AVX2, 32/33 the same edge on AVX-512, 150 crosses the large-M row
+ *    block of 128), at two offsets, for 1 and 2
+ *    threads, portable, AVX2 and AVX-512 paths (the last two where the CPU
+ *    has them), K with tails (K % 8 != 0) and several 256-wide K slabs, N
+ *    odd and even (AVX-512 pairs columns) across several tasks;
  *  - accuracy against a double-precision reference on the same weight
  *    values, within g(ceil(K/8)+3) * sum|x*w|, the bound of the defined
  *    order (8 sequential lanes of ceil(K/8) fmas, then a 3-level tree);
@@ -105,8 +107,8 @@ static fx_kernels *make_ctx(fx_isa isa, unsigned threads) {
     return kc;
 }
 
-static int have_avx2(void) {
-    fx_kernels *kc = make_ctx(FX_ISA_AVX2, 1);
+static int have_isa(fx_isa isa) {
+    fx_kernels *kc = make_ctx(isa, 1);
     fx_kernels_free(kc);
     return kc != NULL;
 }
@@ -174,11 +176,13 @@ static void check_invariance(fx_wtype t, shape sh) {
     struct {
         fx_isa isa;
         unsigned threads;
-    } cfgs[] = {{FX_ISA_PORTABLE, 2}, {FX_ISA_AVX2, 1}, {FX_ISA_AVX2, 2}};
-    const size_t batches[] = {1, 3, 8, 9, 37, 70, 150};
+    } cfgs[] = {{FX_ISA_PORTABLE, 2}, {FX_ISA_AVX2, 1},   {FX_ISA_AVX2, 2},
+                {FX_ISA_AVX512, 1},   {FX_ISA_AVX512, 2}};
+    const size_t batches[] = {1,  2,  3,  4,  5,  6,  7,
+                              8,  9,  16, 32, 33, 70, 150};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
         fx_kernels *kc = make_ctx(cfgs[c].isa, cfgs[c].threads);
-        if (!kc) continue; /* no AVX2 here: nothing to compare */
+        if (!kc) continue; /* ISA absent here: nothing to compare */
         for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
             size_t bm = batches[b];
             if (bm > sh.m) continue;
@@ -295,8 +299,8 @@ static void test_underflow_signed_zero(void **state) {
     float x[9 * 13], w[4 * 13];
     for (size_t i = 0; i < m * k; i++) x[i] = -0x1p-100f;
     for (size_t i = 0; i < n * k; i++) w[i] = 0x1p-100f;
-    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2};
-    for (int a = 0; a < 2; a++) {
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    for (int a = 0; a < 3; a++) {
         fx_kernels *kc = make_ctx(isas[a], 1);
         if (!kc) continue;
         size_t ms[] = {1, m};
@@ -321,9 +325,9 @@ static void test_inf_propagates(void **state) {
     uint8_t *w = make_weights(FX_WTYPE_F16, n, k, 3);
     for (size_t i = 0; i < k; i++) x[i] = 0.5f;
     x[17] = INFINITY;
-    float *ys[2] = {NULL, NULL};
-    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2};
-    for (int a = 0; a < 2; a++) {
+    float *ys[3] = {NULL, NULL, NULL};
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    for (int a = 0; a < 3; a++) {
         fx_kernels *kc = make_ctx(isas[a], 1);
         if (!kc) continue;
         ys[a] = run_mm(kc, x, k, 0, 1, w, FX_WTYPE_F16, n, k);
@@ -331,8 +335,10 @@ static void test_inf_propagates(void **state) {
     }
     for (size_t j = 0; j < n; j++) assert_true(isinf(ys[0][j]));
     if (ys[1]) assert_rows_identical(ys[1], ys[0], n, "inf", 0);
+    if (ys[2]) assert_rows_identical(ys[2], ys[0], n, "inf avx512", 0);
     free(ys[0]);
     free(ys[1]);
+    free(ys[2]);
     free(w);
 }
 
@@ -416,9 +422,18 @@ static void test_isa_reported(void **state) {
     (void)state;
     fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
     fx_isa isa = fx_kernels_isa(kc);
-    assert_true(isa == FX_ISA_PORTABLE || isa == FX_ISA_AVX2);
-    assert_int_equal(isa == FX_ISA_AVX2, have_avx2());
-    print_message("matmul isa: %s\n", isa == FX_ISA_AVX2 ? "avx2" : "portable");
+    /* AUTO takes the widest ISA present. */
+    fx_isa want = have_isa(FX_ISA_AVX512) ? FX_ISA_AVX512
+                : have_isa(FX_ISA_AVX2)   ? FX_ISA_AVX2
+                                          : FX_ISA_PORTABLE;
+    assert_int_equal(isa, want);
+    /* AVX-512 implies AVX2 (kernels.h): other code keys AVX2 forms off it. */
+    if (want == FX_ISA_AVX512) assert_true(have_isa(FX_ISA_AVX2));
+    print_message("matmul isa: %s\n", isa == FX_ISA_AVX512 ? "avx512"
+                                       : isa == FX_ISA_AVX2 ? "avx2"
+                                                            : "portable");
+    if (want != FX_ISA_AVX512)
+        print_message("no AVX-512 here: its checks were skipped\n");
     fx_kernels_free(kc);
 }
 

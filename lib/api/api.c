@@ -39,6 +39,7 @@ const char *fx_status_str(fx_status status) {
     case FX_ERR_REENTRANT: return "call from inside a callback";
     case FX_ERR_NO_ROOM: return "request can never fit";
     case FX_ERR_INTERNAL: return "internal consistency check failed";
+    case FX_ERR_GRAMMAR: return "grammar error";
     }
     return "unknown status";
 }

@@ -33,6 +33,9 @@ void fx_request_init(fx_request *r) {
     r->struct_size = sizeof *r;
     r->max_tokens = 256;
     r->top_p = 1.0f;
+    r->typical_p = 1.0f;
+    r->repeat_penalty = 1.0f;
+    r->penalty_last_n = 64;
 }
 
 fx_status fx_batcher_create(fx_model *model, const fx_batcher_params *params,

@@ -46,9 +46,12 @@ typedef struct row {
     int32_t *stop_tokens;    /* [n_stop_tokens] */
     uint32_t n_stop_tokens;
 
-    /* The sampler and (with grammars, later) its live parse: one value
-     * (DESIGN invariant 7). */
+    /* The sampler and its live grammar parse: one value (DESIGN invariant
+     * 7). The row owns the compiled grammar of its request (the JSON one
+     * is the batcher's). */
     fx_sampler sampler;
+    fx_grammar *grammar;
+    uint32_t n_logprobs;     /* alternatives per TOKEN event; 0: none */
     fx_textout *text;        /* UTF-8 stream + stop matcher, this row's */
     fx_kv_lease kv;          /* its KV; the cursor is the one truth */
     uint32_t blocks_need;    /* blocks for its whole life, from submit
@@ -90,6 +93,9 @@ typedef struct event_rec {
     int32_t stop_index;
     fx_usage usage;
     size_t tok_off, tok_len;   /* DONE: generated ids in tok_arena */
+    int32_t token;             /* TOKEN */
+    float logprob;
+    size_t lp_off, lp_len;     /* TOKEN: alternatives in lp_arena */
 } event_rec;
 
 struct fx_batcher_impl {
@@ -142,6 +148,15 @@ struct fx_batcher_impl {
     fx_candidate *candidates; /* [n_vocab] */
     char *piece;             /* token text scratch */
     size_t piece_cap;
+    /* Sampling scratch (sized at create; the grammar trie and walk
+     * scratch at the first request with a grammar, never per step), and
+     * the built-in JSON grammar, compiled at its first use and shared. */
+    fx_sample_ctx sctx;
+    fx_grammar *json;
+    fx_token_logprob *lp_arena; /* alternatives of queued TOKEN events */
+    size_t lp_len, lp_cap;
+    fx_token_logprob polled_lp[FX_MAX_LOGPROBS]; /* the last polled's */
+    fx_token_logprob lp_top[FX_MAX_LOGPROBS];    /* step scratch */
 
     int in_call;             /* a public call is running (reentrancy) */
     int broken;              /* a batcher-wide failure: refuse to step */

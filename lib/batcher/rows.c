@@ -91,6 +91,8 @@ fx_status fx_batcher_take_slot(fx_batcher_impl *b, uint32_t *slot,
 
 /* Frees what a request owned. The row struct itself stays for reuse. */
 void fx_batcher_clear_row(fx_batcher_impl *b, row *r) {
+    fx_sampler_free(&r->sampler, &b->alloc);
+    fx_grammar_free(r->grammar);
     fx_free(&b->alloc, r->tokens);
     fx_free(&b->alloc, r->stop_tokens);
     fx_textout_free(r->text);
@@ -185,6 +187,14 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
             b->polled.len = ev.text_len;
             out->text = b->polled.data;
             out->text_len = ev.text_len;
+        } else if (ev.type == FX_EVENT_TOKEN) {
+            out->token = ev.token;
+            out->logprob = ev.logprob;
+            if (ev.lp_len)
+                memcpy(b->polled_lp, b->lp_arena + ev.lp_off,
+                       ev.lp_len * sizeof *b->polled_lp);
+            out->top = b->polled_lp;
+            out->n_top = ev.lp_len;
         } else {
             out->finish = ev.finish;
             out->status = ev.status;
@@ -199,9 +209,14 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
                 }
             }
             if (ev.tok_len <= b->polled_tokens_cap) {
-                memcpy(b->polled_tokens, b->tok_arena + ev.tok_off,
-                       ev.tok_len * sizeof(int32_t));
-                out->tokens = b->polled_tokens;
+                /* No ids (a row cancelled in the queue): nothing to copy,
+                 * and both pointers may still be NULL. */
+                static const int32_t no_tokens[1] = {0};
+                if (ev.tok_len)
+                    memcpy(b->polled_tokens, b->tok_arena + ev.tok_off,
+                           ev.tok_len * sizeof(int32_t));
+                /* Never NULL, so a host's memcpy of zero ids is defined. */
+                out->tokens = ev.tok_len ? b->polled_tokens : no_tokens;
                 out->n_tokens = ev.tok_len;
             }
             /* DONE is the row's last word: its handle dies with it. */
@@ -215,12 +230,14 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
             b->event_head = 0;
             b->arena.len = 0;
             b->tok_len = 0;
+            b->lp_len = 0;
         }
         return 1;
     }
     b->event_head = 0;
     b->arena.len = 0;
     b->tok_len = 0;
+    b->lp_len = 0;
     return 0;
 }
 
@@ -328,6 +345,9 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
         st = fx_fail(err, FX_ERR_NOMEM, "out of memory for step scratch");
         goto fail;
     }
+    if ((st = fx_sample_ctx_init(&b->sctx, &alloc, model->vocab, b->n_vocab,
+                                 err)) != FX_OK)
+        goto fail;
     b->bos = fx_vocab_special(model->vocab, FX_TOKEN_BOS);
     *out = b;
     return FX_OK;
@@ -353,6 +373,7 @@ void fx_batcher_impl_free(fx_batcher_impl *b) {
     fx_textbuf_free(&b->polled);
     fx_free(&alloc, b->tok_arena);
     fx_free(&alloc, b->polled_tokens);
+    fx_free(&alloc, b->lp_arena);
     fx_free(&alloc, b->batch);
     fx_free(&alloc, b->views);
     fx_free(&alloc, b->batch_rows);
@@ -361,6 +382,8 @@ void fx_batcher_impl_free(fx_batcher_impl *b) {
     fx_free(&alloc, b->logits);
     fx_free(&alloc, b->candidates);
     fx_free(&alloc, b->piece);
+    fx_sample_ctx_free(&b->sctx, &alloc);
+    fx_grammar_free(b->json);
     fx_kv_free(b->kv);
     fx_forward_free(b->fwd);
     fx_kernels_free(b->kc);

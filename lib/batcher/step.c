@@ -20,7 +20,8 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
         return;
     }
     event_rec ev = {FX_EVENT_TEXT, slot, r->gen, r->user, from,
-                    b->arena.len - from, FX_FINISH_NONE, FX_OK, -1, {0}, 0, 0};
+                    b->arena.len - from, FX_FINISH_NONE, FX_OK, -1, {0}, 0, 0,
+                    -1, 0, 0, 0};
     if (fx_batcher_push_event(b, &ev) != FX_OK) b->arena.len = from;
 }
 
@@ -100,7 +101,7 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
         u.total_seconds = r->t_end - admit;
         event_rec ev = {FX_EVENT_DONE, slot, r->gen, r->user, 0, 0, r->finish,
                         r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
-                        r->stop_index, u, 0, 0};
+                        r->stop_index, u, 0, 0, -1, 0, 0, 0};
         if (keep_tokens(b, r, &ev) != FX_OK || fx_batcher_push_event(b, &ev) != FX_OK) {
             /* The host cannot be told; let the handle go stale rather than
              * leak the row. */
@@ -235,6 +236,29 @@ static void accept_token(fx_batcher_impl *b, uint32_t slot, int32_t token) {
     }
 }
 
+/* A TOKEN event with the token's log-probabilities, queued before the
+ * TEXT its text will reach. If memory runs out the event is skipped: the
+ * text and the row are unaffected. */
+static void push_logprobs(fx_batcher_impl *b, uint32_t slot, const float *logits,
+                          int32_t token) {
+    row *r = b->rows[slot];
+    if (!r->handle_live || r->is_pin) return;
+    uint32_t n = r->n_logprobs;
+    float lp = fx_logprobs(logits, b->n_vocab, token, b->lp_top, n);
+    if (b->lp_len + n > b->lp_cap) {
+        size_t cap = b->lp_cap ? b->lp_cap : 256;
+        while (cap < b->lp_len + n) cap *= 2;
+        fx_token_logprob *p = fx_realloc(&b->alloc, b->lp_arena, cap * sizeof *p);
+        if (!p) return;
+        b->lp_arena = p;
+        b->lp_cap = cap;
+    }
+    memcpy(b->lp_arena + b->lp_len, b->lp_top, n * sizeof *b->lp_top);
+    event_rec ev = {FX_EVENT_TOKEN, slot, r->gen, r->user, 0, 0, FX_FINISH_NONE,
+                    FX_OK, -1, {0}, 0, 0, token, lp, b->lp_len, n};
+    if (fx_batcher_push_event(b, &ev) == FX_OK) b->lp_len += n;
+}
+
 /* Adds one row's tokens to the batch. */
 static void add_row(fx_batcher_impl *b, uint32_t slot, uint32_t *n,
                     uint32_t *nv, uint32_t count) {
@@ -322,8 +346,27 @@ static fx_status run_batch(fx_batcher_impl *b) {
             r->decoding = 1;
             r->t_first = fx_batcher_now();
         }
-        int32_t token = fx_sampler_sample(&r->sampler, logits, b->n_vocab,
-                                          b->candidates);
+        int32_t token;
+        int eog;
+        st = fx_sampler_next(&r->sampler, &b->sctx, logits, b->n_vocab,
+                             r->tokens, r->n_tokens, b->candidates, &token,
+                             &eog, &err);
+        if (st != FX_OK) {
+            /* This row's grammar cannot go on: it fails alone (DESIGN
+             * invariant 7); nothing else in the batch is touched. */
+            fx_log(&b->log, FX_LOG_INFO, "row failed: %s", err.message);
+            fail_row(b, r, st);
+            continue;
+        }
+        if (r->n_logprobs) push_logprobs(b, slot, logits, token);
+        if (eog) {
+            /* The grammar's sentence is complete: the row ends here, even
+             * with FX_REQUEST_IGNORE_EOS (RELIABILITY 25). */
+            r->tokens[r->n_tokens++] = token;
+            r->finish = FX_FINISH_EOS;
+            r->stop_index = token;
+            continue;
+        }
         accept_token(b, slot, token);
     }
     return FX_OK;

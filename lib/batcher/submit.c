@@ -10,9 +10,16 @@
 
 #include "../tokenizer/tokenizer.h"
 
+/* The first public layout ends at `user`: a request that old is still
+ * accepted and gets the later fields' defaults (grammar, samplers,
+ * logprobs), which fx_request_init sets before the copy. */
+/* The first public layout ends at `user`: a request that old is still
+ * accepted and gets the later fields' defaults (grammar, samplers,
+ * logprobs), which fx_request_init sets before the copy. */
 #define REQUEST_V1_SIZE (offsetof(fx_request, user) + sizeof(void *))
-#define REQUEST_FLAGS \
-    (FX_REQUEST_IGNORE_EOS | FX_REQUEST_PARSE_SPECIAL | FX_REQUEST_NO_BOS)
+#define REQUEST_FLAGS                                                   \
+    (FX_REQUEST_IGNORE_EOS | FX_REQUEST_PARSE_SPECIAL | FX_REQUEST_NO_BOS | \
+     FX_REQUEST_JSON)
 
 /* Appends the tokens of text (or the given ids) to r->tokens, which has
  * room for `room` more. */
@@ -67,6 +74,15 @@ static fx_status check_request(fx_batcher_impl *b, const fx_request *req) {
         return fx_fail(&b->err, FX_ERR_INVALID_ARG, "stop is NULL");
     if (req->n_stop_tokens && !req->stop_tokens)
         return fx_fail(&b->err, FX_ERR_INVALID_ARG, "stop_tokens is NULL");
+    if (req->grammar_len && !req->grammar)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "grammar is NULL");
+    if (req->grammar && (req->flags & FX_REQUEST_JSON))
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                       "a request takes a grammar or FX_REQUEST_JSON, not both");
+    if (req->n_logprobs > FX_MAX_LOGPROBS)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                       "n_logprobs %u is more than %d", req->n_logprobs,
+                       FX_MAX_LOGPROBS);
     if (req->n_stop_tokens > b->n_vocab)
         return fx_fail(&b->err, FX_ERR_INVALID_ARG, "too many stop tokens");
     for (size_t i = 0; i < req->n_stop_tokens; i++)
@@ -75,6 +91,29 @@ static fx_status check_request(fx_batcher_impl *b, const fx_request *req) {
                            "stop token %zu (%d) is outside the vocabulary", i,
                            req->stop_tokens[i]);
     return FX_OK;
+}
+
+/* Compiles the request's grammar (or takes the JSON one) and gives the
+ * row's sampler its parse. The trie and walk scratch are built here, at
+ * the first grammar, so a step never allocates. */
+static fx_status set_grammar(fx_batcher_impl *b, row *r, const fx_request *req) {
+    fx_status st;
+    const fx_grammar *g;
+    if (!req->grammar && !(req->flags & FX_REQUEST_JSON)) return FX_OK;
+    if (req->grammar) {
+        if ((st = fx_grammar_compile(&b->alloc, req->grammar, req->grammar_len,
+                                     req->grammar_root, &r->grammar,
+                                     &b->err)) != FX_OK)
+            return st;
+        g = r->grammar;
+    } else {
+        if (!b->json && (st = fx_grammar_json(&b->alloc, &b->json, &b->err)) != FX_OK)
+            return st;
+        g = b->json;
+    }
+    if ((st = fx_sample_ctx_grammar(&b->sctx, &b->alloc, &b->err)) != FX_OK)
+        return st;
+    return fx_sampler_set_grammar(&r->sampler, &b->alloc, g, &b->err);
 }
 
 /* Fills a fresh row from a request (and the lease it continues). */
@@ -112,9 +151,24 @@ static fx_status fill_row(fx_batcher_impl *b, row *r, const fx_request *req,
                        "all",
                        r->blocks_need, fx_kv_total_blocks(b->kv));
 
-    fx_sampling cfg = {req->temperature, req->top_k, req->top_p, req->min_p,
-                       req->seed};
+    fx_sampling cfg;
+    fx_sampling_default(&cfg);
+    cfg.temperature = req->temperature;
+    cfg.top_k = req->top_k;
+    cfg.top_p = req->top_p;
+    cfg.min_p = req->min_p;
+    cfg.seed = req->seed;
+    cfg.typical_p = req->typical_p;
+    cfg.repeat_penalty = req->repeat_penalty;
+    cfg.presence_penalty = req->presence_penalty;
+    cfg.frequency_penalty = req->frequency_penalty;
+    cfg.penalty_last_n = req->penalty_last_n;
     if ((st = fx_sampler_init(&r->sampler, &cfg, &b->err)) != FX_OK) return st;
+    if ((st = fx_sampler_set_bias(&r->sampler, &b->alloc, req->logit_bias,
+                                  req->n_logit_bias, b->n_vocab, &b->err)) != FX_OK)
+        return st;
+    r->n_logprobs = req->n_logprobs;
+    if ((st = set_grammar(b, r, req)) != FX_OK) return st;
     if ((st = fx_textout_create(&b->alloc, req->stop, NULL, req->n_stop,
                                 &r->text, &b->err)) != FX_OK)
         return st;

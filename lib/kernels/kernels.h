@@ -7,7 +7,7 @@
  * rows share its batch, on how the work is tiled or on the thread count. So
  * every reduction here has ONE order, written down below, and every code
  * path (M = 1, small M, the cache-blocked large-M path, the portable scalar
- * fallback, any thread count) computes exactly that order. The only
+ * fallback, AVX2 or AVX-512, any thread count) computes exactly that order. The only
  * exception is the opt-in FX_MATMUL_FAST mode, which hands F32 matmuls to
  * OpenBLAS and is NOT batch-invariant.
  *
@@ -82,7 +82,10 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
 typedef enum fx_isa {
     FX_ISA_AUTO = 0,     /* the best this CPU supports */
     FX_ISA_PORTABLE = 1, /* plain C, fmaf */
-    FX_ISA_AVX2 = 2      /* AVX2 + FMA + F16C; FX_ERR_UNSUPPORTED if absent */
+    FX_ISA_AVX2 = 2,     /* AVX2 + FMA + F16C; FX_ERR_UNSUPPORTED if absent */
+    FX_ISA_AVX512 = 3    /* AVX2's set + AVX-512 F/BW/VL/DQ; implies every
+                            AVX2 feature (code may use AVX2 forms too);
+                            FX_ERR_UNSUPPORTED if absent */
 } fx_isa;
 
 typedef struct fx_kernels_params {

@@ -115,9 +115,21 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     fx_isa isa = p.isa;
     switch (p.isa) {
     case FX_ISA_AUTO:
-        if (fx_cpu_has_avx2()) range = fx_mm_avx2_range();
-        isa = range ? FX_ISA_AVX2 : FX_ISA_PORTABLE;
-        if (!range) range = fx_mm_range_portable;
+        isa = FX_ISA_PORTABLE;
+        range = fx_mm_range_portable;
+        if (fx_cpu_has_avx512() && fx_mm_avx512_range()) {
+            isa = FX_ISA_AVX512;
+            range = fx_mm_avx512_range();
+        } else if (fx_cpu_has_avx2() && fx_mm_avx2_range()) {
+            isa = FX_ISA_AVX2;
+            range = fx_mm_avx2_range();
+        }
+        break;
+    case FX_ISA_AVX512:
+        if (fx_cpu_has_avx512()) range = fx_mm_avx512_range();
+        if (!range)
+            return fx_fail(err, FX_ERR_UNSUPPORTED,
+                           "kernels: AVX-512 F/BW/VL/DQ not available");
         break;
     case FX_ISA_AVX2:
         if (fx_cpu_has_avx2()) range = fx_mm_avx2_range();
@@ -186,17 +198,32 @@ typedef struct mm_run {
     const fx_mm_job *job;
     fx_mm_range_fn range;
     float *scratch;
+    size_t cols; /* per task */
 } mm_run;
 
 /* A task is a fixed slice of columns; which thread runs it cannot change
  * what it computes. */
 static void mm_task(void *ctx, size_t task, unsigned thread) {
     const mm_run *r = ctx;
-    size_t n0 = task * FX_MM_NTASK;
-    size_t n1 = n0 + FX_MM_NTASK;
+    size_t n0 = task * r->cols;
+    size_t n1 = n0 + r->cols;
     if (n1 > r->job->n) n1 = r->job->n;
     r->range(r->job, n0, n1,
              r->scratch + (size_t)thread * FX_MM_SCRATCH_FLOATS);
+}
+
+/* Columns per task: FX_MM_NTASK, unless that leaves a thread idle for
+ * long -- N = 256 (K/V projections) on 2 threads gave tasks of 96, 96 and
+ * 64 columns, one thread doing 3/4 of the work. Then about 4 tasks per
+ * thread, each a multiple of 8 columns and at least 16 (below that the
+ * per-task packing of x outweighs the balance). Any split gives the same
+ * bits: every output is computed whole inside one task. */
+static size_t task_cols(size_t n, unsigned threads) {
+    if (threads <= 1) return FX_MM_NTASK;
+    size_t per = (n + 4 * (size_t)threads - 1) / (4 * (size_t)threads);
+    per = (per + 7) & ~(size_t)7;
+    if (per < 16) per = 16;
+    return per < FX_MM_NTASK ? per : FX_MM_NTASK;
 }
 
 static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
@@ -231,7 +258,8 @@ fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
         .w = w, .type = wtype, .row_bytes = row_bytes, .n = n, .k = k,
         .y = y, .ldy = ldy,
     };
-    mm_run run = {.job = &job, .range = kc->range, .scratch = kc->scratch};
-    size_t n_tasks = (n + FX_MM_NTASK - 1) / FX_MM_NTASK;
+    mm_run run = {.job = &job, .range = kc->range, .scratch = kc->scratch,
+                  .cols = task_cols(n, fx_pool_threads(kc->pool))};
+    size_t n_tasks = (n + run.cols - 1) / run.cols;
     return fx_pool_run(kc->pool, mm_task, &run, n_tasks);
 }

@@ -41,9 +41,12 @@ typedef struct fx_mm_job {
 /* Rows up to this go to the streaming small-M path. */
 #define FX_MM_SMALL_M 8
 
-/* Per-thread scratch: the W panel [NC][KC], the x block [MC][KC] and the
- * 8-lane partial sums [MC][NC][8] of a block between K slabs. */
-#define FX_MM_SCRATCH_FLOATS ((size_t)FX_MM_NC * FX_MM_KC + \
+/* NC rounded up to even: the AVX-512 panel stores columns in pairs. */
+#define FX_MM_NC_EVEN (((size_t)FX_MM_NC + 1) & ~(size_t)1)
+
+/* Per-thread scratch: the W panel [NC (even)][KC], the x block [MC][KC]
+ * and the 8-lane partial sums [MC][NC][8] of a block between K slabs. */
+#define FX_MM_SCRATCH_FLOATS (FX_MM_NC_EVEN * FX_MM_KC + \
                               (size_t)FX_MM_MC * FX_MM_KC + \
                               (size_t)FX_MM_MC * FX_MM_NC * 8)
 
@@ -58,5 +61,10 @@ void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
 fx_mm_range_fn fx_mm_avx2_range(void);
 /* AVX2, FMA and F16C present (run-time probe, no state kept). */
 bool fx_cpu_has_avx2(void);
+/* NULL where the AVX-512 code is not compiled in. */
+fx_mm_range_fn fx_mm_avx512_range(void);
+/* The AVX2 set plus AVX-512 F, BW, VL and DQ, with the OS saving the zmm
+ * state (run-time probe, no state kept). */
+bool fx_cpu_has_avx512(void);
 
 #endif /* FX_KERNELS_MATMUL_IMPL_H */

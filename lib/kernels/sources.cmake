@@ -1,10 +1,11 @@
-# Tensor kernels: matmul (portable + AVX2 chosen at run time), per-row ops,
+# Tensor kernels: matmul (portable, AVX2 or AVX-512 chosen at run time), per-row ops,
 # number formats, the thread pool. OpenBLAS backs only the opt-in
 # FX_MATMUL_FAST mode (see kernels.h).
 set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/convert.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_avx2.c
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/ops.c
   ${CMAKE_CURRENT_LIST_DIR}/pool.c)
 list(APPEND FX_SOURCES ${_fx_kernels_sources})

@@ -66,7 +66,7 @@ void fx_attn_kernels_init(fx_attn_kernels *ak, fx_isa isa) {
     ak->dot = dot_portable;
     ak->axpy = axpy_portable;
 #ifdef FX_HAVE_X86
-    if (isa == FX_ISA_AVX2) {
+    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) {
         ak->dot = dot_avx2;
         ak->axpy = axpy_avx2;
     }

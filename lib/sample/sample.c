@@ -1,5 +1,7 @@
 #include "sample.h"
 
+#include "../tokenizer/tokenizer.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +44,21 @@ double fx_rng_uniform(fx_rng *rng) {
 void fx_sampling_default(fx_sampling *s) {
     memset(s, 0, sizeof *s);
     s->top_p = 1.0f;
+    s->typical_p = 1.0f;
+    s->repeat_penalty = 1.0f;
 }
 
 fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
                           fx_error *err) {
     memset(s, 0, sizeof *s);
     if (cfg->temperature != cfg->temperature || cfg->top_p != cfg->top_p ||
-        cfg->min_p != cfg->min_p)
+        cfg->min_p != cfg->min_p || cfg->typical_p != cfg->typical_p ||
+        cfg->presence_penalty != cfg->presence_penalty ||
+        cfg->frequency_penalty != cfg->frequency_penalty)
         return fx_fail(err, FX_ERR_INVALID_ARG, "sampler: NaN setting");
+    if (!(cfg->repeat_penalty > 0.0f))
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "sampler: repeat_penalty must be > 0 (1 is off)");
     s->cfg = *cfg;
     fx_rng_seed(&s->rng, cfg->seed);
     return FX_OK;
@@ -72,6 +81,21 @@ static int by_logit(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Restores the heap below i: a parent is worse than (after) its children
+ * in by_logit order. */
+static void sift_down(fx_candidate *c, size_t i, size_t n) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && by_logit(&c[l], &c[w]) > 0) w = l;
+        if (r < n && by_logit(&c[r], &c[w]) > 0) w = r;
+        if (w == i) return;
+        fx_candidate t = c[i];
+        c[i] = c[w];
+        c[w] = t;
+        i = w;
+    }
+}
+
 /* p over the first n (sorted) candidates at temperature t, in double. */
 static void softmax(fx_candidate *c, size_t n, double t) {
     double max = c[0].logit, sum = 0;
@@ -82,17 +106,78 @@ static void softmax(fx_candidate *c, size_t n, double t) {
     for (size_t i = 0; i < n; i++) c[i].p /= sum;
 }
 
-int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
-                          uint32_t n_vocab, fx_candidate *scratch) {
-    const fx_sampling *cfg = &s->cfg;
-    if (!(cfg->temperature > 0.0f)) return fx_argmax(logits, n_vocab);
+/* Moves the k best of c[0..n) (by_logit order) to the front, sorted, in
+ * O(n log k) -- a 32k vocabulary need not be sorted whole for top-k. The
+ * order is total, so the result is the same as a full sort's prefix. */
+static size_t select_top(fx_candidate *c, size_t n, size_t k) {
+    /* c[0..k) is a heap whose root is the worst of the best k so far. */
+    for (size_t i = k / 2; i-- > 0;) sift_down(c, i, k);
+    for (size_t i = k; i < n; i++)
+        if (by_logit(&c[i], &c[0]) < 0) {
+            fx_candidate t = c[0];
+            c[0] = c[i];
+            c[i] = t;
+            sift_down(c, 0, k);
+        }
+    qsort(c, k, sizeof *c, by_logit);
+    return k;
+}
 
-    fx_candidate *c = scratch;
-    size_t n = n_vocab;
-    for (size_t i = 0; i < n; i++) c[i] = (fx_candidate){(int32_t)i, logits[i], 0};
-    qsort(c, n, sizeof *c, by_logit);
-    while (n > 1 && c[n - 1].logit != c[n - 1].logit) n--; /* drop NaN */
-    if (cfg->top_k > 0 && cfg->top_k < n) n = cfg->top_k;
+static int by_p_then_id(const void *a, const void *b) {
+    const fx_candidate *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Locally typical sampling (Meister et al.; llama.cpp's typical): keep the
+ * tokens whose surprise is closest to the entropy until their mass
+ * reaches p. c is sorted by logit on entry and on return. */
+static size_t typical(fx_candidate *c, size_t n, float p) {
+    softmax(c, n, 1.0);
+    double entropy = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].p > 0) entropy -= c[i].p * log(c[i].p);
+    double max = c[0].logit, sum = 0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)c[i].logit - max);
+    /* Sort by |surprise - entropy|, kept in p; the probability is
+     * recomputed from the logit below. */
+    for (size_t i = 0; i < n; i++) {
+        double prob = exp((double)c[i].logit - max) / sum;
+        c[i].p = prob > 0 ? fabs(-log(prob) - entropy) : INFINITY;
+    }
+    qsort(c, n, sizeof *c, by_p_then_id);
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - max) / sum;
+        if (cum > p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    qsort(c, keep, sizeof *c, by_logit);
+    return keep;
+}
+
+/* The chain over candidates c[0..n) (n >= 1), any order. */
+static int32_t sample_candidates(fx_sampler *s, fx_candidate *c, size_t n) {
+    const fx_sampling *cfg = &s->cfg;
+    if (!(cfg->temperature > 0.0f)) {
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (c[i].logit > c[best].logit ||
+                (c[i].logit == c[best].logit && c[i].id < c[best].id))
+                best = i;
+        return c[best].id;
+    }
+    if (cfg->top_k > 0 && cfg->top_k < n) {
+        n = select_top(c, n, cfg->top_k);
+    } else {
+        qsort(c, n, sizeof *c, by_logit);
+    }
+    /* Drop NaN and banned (-inf) logits; a lone survivor stays. */
+    while (n > 1 && !(c[n - 1].logit > -INFINITY)) n--;
+    if (cfg->typical_p < 1.0f) n = typical(c, n, cfg->typical_p);
     if (cfg->top_p < 1.0f) {
         softmax(c, n, 1.0);
         double cum = 0;
@@ -115,4 +200,214 @@ int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
         if (r < cum) return c[i].id;
     }
     return c[n - 1].id; /* r landed in the rounding gap above the sum */
+}
+
+int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
+                          uint32_t n_vocab, fx_candidate *scratch) {
+    if (!(s->cfg.temperature > 0.0f)) return fx_argmax(logits, n_vocab);
+    for (size_t i = 0; i < n_vocab; i++)
+        scratch[i] = (fx_candidate){(int32_t)i, logits[i], 0};
+    return sample_candidates(s, scratch, n_vocab);
+}
+
+fx_status fx_sampler_set_grammar(fx_sampler *s, const fx_alloc *alloc,
+                                 const fx_grammar *g, fx_error *err) {
+    fx_gstate_free(&s->grammar, alloc);
+    return fx_gstate_init(&s->grammar, alloc, g, err);
+}
+
+fx_status fx_sampler_set_bias(fx_sampler *s, const fx_alloc *alloc,
+                              const fx_logit_bias *bias, size_t n_bias,
+                              uint32_t n_vocab, fx_error *err) {
+    fx_free(alloc, s->bias);
+    s->bias = NULL;
+    s->n_bias = 0;
+    if (n_bias == 0) return FX_OK;
+    if (!bias) return fx_fail(err, FX_ERR_INVALID_ARG, "logit_bias is NULL");
+    if (n_bias > n_vocab)
+        return fx_fail(err, FX_ERR_INVALID_ARG, "more logit biases than tokens");
+    for (size_t i = 0; i < n_bias; i++) {
+        if (bias[i].token < 0 || (uint32_t)bias[i].token >= n_vocab)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "logit_bias %zu: token %d is outside the vocabulary",
+                           i, bias[i].token);
+        if (bias[i].bias != bias[i].bias || bias[i].bias == INFINITY)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "logit_bias %zu: bias must be a number or -inf", i);
+    }
+    s->bias = fx_malloc_array(alloc, n_bias, sizeof *s->bias);
+    if (!s->bias) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    memcpy(s->bias, bias, n_bias * sizeof *s->bias);
+    s->n_bias = (uint32_t)n_bias;
+    return FX_OK;
+}
+
+void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc) {
+    fx_gstate_free(&s->grammar, alloc);
+    fx_free(alloc, s->bias);
+    s->bias = NULL;
+    s->n_bias = 0;
+}
+
+fx_status fx_sample_ctx_init(fx_sample_ctx *c, const fx_alloc *alloc,
+                             const struct fx_vocab *vocab, uint32_t n_vocab,
+                             fx_error *err) {
+    memset(c, 0, sizeof *c);
+    c->vocab = vocab;
+    c->n_vocab = vocab ? fx_vocab_n_tokens(vocab) : 0; /* NULL: no grammar */
+    if (n_vocab > c->n_vocab) c->n_vocab = n_vocab;
+    size_t n = c->n_vocab ? c->n_vocab : 1;
+    c->counts = fx_calloc(alloc, n, sizeof *c->counts);
+    c->bias = fx_calloc(alloc, n, sizeof *c->bias);
+    c->piece = fx_malloc(alloc, FX_VOCAB_MAX_TOKEN_LEN);
+    if (!c->counts || !c->bias || !c->piece) {
+        fx_sample_ctx_free(c, alloc);
+        return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    }
+    return FX_OK;
+}
+
+fx_status fx_sample_ctx_grammar(fx_sample_ctx *c, const fx_alloc *alloc,
+                                fx_error *err) {
+    if (c->trie) return FX_OK;
+    fx_vocab_trie *t;
+    fx_status st = fx_vocab_trie_build(alloc, c->vocab, &t, err);
+    if (st != FX_OK) return st;
+    if ((st = fx_gwork_init(&c->work, alloc, t, err)) != FX_OK) {
+        fx_vocab_trie_free(t);
+        return st;
+    }
+    c->trie = t;
+    return FX_OK;
+}
+
+void fx_sample_ctx_free(fx_sample_ctx *c, const fx_alloc *alloc) {
+    fx_gwork_free(&c->work, alloc);
+    fx_vocab_trie_free(c->trie);
+    fx_free(alloc, c->counts);
+    fx_free(alloc, c->bias);
+    fx_free(alloc, c->piece);
+    memset(c, 0, sizeof *c);
+}
+
+static bool penalties_on(const fx_sampling *cfg) {
+    return cfg->penalty_last_n > 0 &&
+           (cfg->repeat_penalty != 1.0f || cfg->presence_penalty != 0.0f ||
+            cfg->frequency_penalty != 0.0f);
+}
+
+/* Logit bias, then penalties (llama.cpp's order), on c[0..n) by id. The
+ * per-id scratch is zeroed again before returning. */
+static void adjust(const fx_sampler *s, fx_sample_ctx *ctx, fx_candidate *c,
+                   size_t n, const int32_t *hist, size_t n_hist) {
+    if (s->n_bias) {
+        for (uint32_t i = 0; i < s->n_bias; i++) ctx->bias[s->bias[i].token] += s->bias[i].bias;
+        for (size_t i = 0; i < n; i++) c[i].logit += ctx->bias[c[i].id];
+        for (uint32_t i = 0; i < s->n_bias; i++) ctx->bias[s->bias[i].token] = 0;
+    }
+    const fx_sampling *cfg = &s->cfg;
+    if (!penalties_on(cfg) || n_hist == 0) return;
+    size_t from = n_hist > cfg->penalty_last_n ? n_hist - cfg->penalty_last_n : 0;
+    for (size_t i = from; i < n_hist; i++)
+        if ((uint32_t)hist[i] < ctx->n_vocab) ctx->counts[hist[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = ctx->counts[c[i].id];
+        if (!k) continue;
+        float l = c[i].logit;
+        l = l <= 0 ? l * cfg->repeat_penalty : l / cfg->repeat_penalty;
+        c[i].logit = l - (float)k * cfg->frequency_penalty - cfg->presence_penalty;
+    }
+    for (size_t i = from; i < n_hist; i++)
+        if ((uint32_t)hist[i] < ctx->n_vocab) ctx->counts[hist[i]] = 0;
+}
+
+fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
+                          const float *logits, uint32_t n_vocab,
+                          const int32_t *history, size_t n_history,
+                          fx_candidate *scratch, int32_t *token, int *eog,
+                          fx_error *err) {
+    *eog = 0;
+    if (!s->grammar.g && !s->n_bias && !penalties_on(&s->cfg)) {
+        *token = fx_sampler_sample(s, logits, n_vocab, scratch);
+        return FX_OK;
+    }
+    size_t n = 0;
+    if (!s->grammar.g) {
+        for (uint32_t i = 0; i < n_vocab; i++)
+            scratch[i] = (fx_candidate){(int32_t)i, logits[i], 0};
+        n = n_vocab;
+        adjust(s, ctx, scratch, n, history, n_history);
+        *token = sample_candidates(s, scratch, n);
+        return FX_OK;
+    }
+    fx_gwork *w = &ctx->work;
+    fx_status st = fx_gstate_mask(&s->grammar, ctx->trie, w, err);
+    if (st != FX_OK) return st;
+    if (w->n_allowed == 0)
+        return fx_fail(err, FX_ERR_GRAMMAR,
+                       "grammar: no token of the vocabulary can continue it");
+    uint32_t n_eog = w->eog_allowed ? ctx->trie->n_eog : 0;
+    if (w->n_allowed == n_eog) {
+        /* Complete, and nothing may follow: end of sequence, whatever the
+         * logits say (RELIABILITY 25). */
+        *token = ctx->trie->eos >= 0 ? ctx->trie->eos : w->allowed[0];
+        *eog = 1;
+        return FX_OK;
+    }
+    for (uint32_t i = 0; i < w->n_allowed; i++) {
+        int32_t id = w->allowed[i];
+        if ((uint32_t)id < n_vocab) scratch[n++] = (fx_candidate){id, logits[id], 0};
+    }
+    if (n == 0)
+        return fx_fail(err, FX_ERR_GRAMMAR,
+                       "grammar: no token of the model can continue it");
+    adjust(s, ctx, scratch, n, history, n_history);
+    fx_rng saved = s->rng;
+    int32_t t = sample_candidates(s, scratch, n);
+    if (fx_vocab_is_eog(ctx->vocab, t)) {
+        *token = t;
+        *eog = 1;
+        return FX_OK;
+    }
+    size_t len = 0;
+    st = fx_vocab_token_to_piece(ctx->vocab, t, 0, ctx->piece,
+                                 FX_VOCAB_MAX_TOKEN_LEN, &len, err);
+    if (st == FX_OK) st = fx_gstate_accept(&s->grammar, w, ctx->piece, len, err);
+    if (st != FX_OK) {
+        s->rng = saved;
+        return st;
+    }
+    *token = t;
+    return FX_OK;
+}
+
+/* Is a better than b: higher logit, then lower id. */
+static bool better(float la, int32_t ia, float lb, int32_t ib) {
+    return la > lb || (la == lb && ia < ib);
+}
+
+float fx_logprobs(const float *logits, uint32_t n_vocab, int32_t token,
+                  fx_token_logprob *top, uint32_t n_top) {
+    double max = -INFINITY, sum = 0;
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    for (uint32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - max);
+    double lse = max + log(sum);
+    if (n_top > n_vocab) n_top = n_vocab;
+    /* Insertion into a short sorted list: n_top is at most 20. */
+    uint32_t have = 0;
+    for (uint32_t i = 0; i < n_vocab && n_top; i++) {
+        float l = logits[i];
+        if (have == n_top && !better(l, (int32_t)i, top[have - 1].logprob,
+                                     top[have - 1].token))
+            continue;
+        uint32_t k = have < n_top ? have++ : n_top - 1;
+        while (k > 0 && better(l, (int32_t)i, top[k - 1].logprob, top[k - 1].token)) {
+            top[k] = top[k - 1];
+            k--;
+        }
+        top[k] = (fx_token_logprob){(int32_t)i, l};
+    }
+    for (uint32_t k = 0; k < have; k++) top[k].logprob = (float)((double)top[k].logprob - lse);
+    return (uint32_t)token < n_vocab ? (float)((double)logits[token] - lse) : -INFINITY;
 }

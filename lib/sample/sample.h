@@ -11,6 +11,7 @@
 #define FX_SAMPLE_H
 
 #include "../core/core.h"
+#include "grammar.h"
 
 typedef struct fx_rng {
     uint64_t s[4];
@@ -27,9 +28,14 @@ typedef struct fx_sampling {
     float top_p;       /* >= 1: off */
     float min_p;       /* <= 0: off */
     uint64_t seed;
+    float typical_p;          /* >= 1: off */
+    float repeat_penalty;     /* 1: off */
+    float presence_penalty;   /* 0: off */
+    float frequency_penalty;  /* 0: off */
+    uint32_t penalty_last_n;  /* tokens the penalties look back; 0: off */
 } fx_sampling;
 
-/* Greedy by default; top_p 1, top_k 0, min_p 0, seed 0. */
+/* Greedy by default; top_p 1, typical_p 1, repeat_penalty 1, the rest 0. */
 void fx_sampling_default(fx_sampling *s);
 
 typedef struct fx_candidate {
@@ -38,22 +44,81 @@ typedef struct fx_candidate {
     double p;
 } fx_candidate;
 
-/* One row's sampler: its settings and its random stream. The candidate
- * scratch is the caller's (one per batcher, rows sample one at a time), so
- * a queued row costs no vocabulary-sized memory. The order of the chain is
- * llama.cpp's default: top-k, top-p, min-p, then temperature, then a draw
- * from the softmax. */
+/* One row's sampler: its settings, its random stream, and its live grammar
+ * parse -- one value (DESIGN invariant 7, seed: Slot.sample), so no code
+ * path can advance one without the other or keep one after freeing the
+ * other. The candidate scratch is the caller's (one per batcher, rows
+ * sample one at a time), so a queued row costs no vocabulary-sized memory.
+ * The chain is llama.cpp's default order (common_sampler: logit bias,
+ * penalties, [dry, top-n-sigma,] top-k, typical, top-p, min-p, [xtc,]
+ * temperature, dist), with a grammar masking before all of them; top-p,
+ * min-p and typical see the untempered distribution, as there. */
 typedef struct fx_sampler {
     fx_sampling cfg;
     fx_rng rng;
+    fx_gstate grammar;     /* grammar.g NULL: unconstrained */
+    fx_logit_bias *bias;   /* [n_bias] owned */
+    uint32_t n_bias;
 } fx_sampler;
 
+/* On a fresh (or freed) sampler: settings and seed, no grammar, no bias. */
 fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
                           fx_error *err);
+/* Constrains the sampler to a compiled grammar, which must outlive it.
+ * Allocates the parse now: nothing is allocated per step. */
+fx_status fx_sampler_set_grammar(fx_sampler *s, const fx_alloc *alloc,
+                                 const fx_grammar *g, fx_error *err);
+/* Copies per-token logit biases (ids must be < n_vocab; biases add up
+ * when an id repeats; -INFINITY bans a token). */
+fx_status fx_sampler_set_bias(fx_sampler *s, const fx_alloc *alloc,
+                              const fx_logit_bias *bias, size_t n_bias,
+                              uint32_t n_vocab, fx_error *err);
+void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc);
 
-/* Picks the next token from n_vocab logits; scratch has n_vocab entries. */
+/* Picks the next token from n_vocab logits; scratch has n_vocab entries.
+ * Ignores a grammar: use fx_sampler_next for constrained rows. */
 int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
                           uint32_t n_vocab, fx_candidate *scratch);
+
+/* Per-batcher sampling scratch: rows sample one at a time. */
+typedef struct fx_sample_ctx {
+    const struct fx_vocab *vocab;
+    uint32_t n_vocab;
+    uint32_t *counts;          /* [n_vocab] zero between calls */
+    float *bias;               /* [n_vocab] zero between calls */
+    char *piece;               /* [FX_VOCAB_MAX_TOKEN_LEN] */
+    fx_vocab_trie *trie;       /* NULL until the first grammar */
+    fx_gwork work;
+} fx_sample_ctx;
+
+/* n_vocab: the model's logit count (the scratch covers it and the
+ * vocabulary's, whichever is larger). */
+fx_status fx_sample_ctx_init(fx_sample_ctx *c, const fx_alloc *alloc,
+                             const struct fx_vocab *vocab, uint32_t n_vocab,
+                             fx_error *err);
+/* Builds the vocabulary trie and walk scratch, once; later calls do
+ * nothing. */
+fx_status fx_sample_ctx_grammar(fx_sample_ctx *c, const fx_alloc *alloc,
+                                fx_error *err);
+void fx_sample_ctx_free(fx_sample_ctx *c, const fx_alloc *alloc);
+
+/* Masks by the grammar (if any), samples, and advances the grammar by the
+ * token: the whole step of one row. With a grammar, *eog is set when the
+ * token ends the sentence (an end-of-generation token, allowed only once
+ * the grammar is complete, and forced when nothing else is). Returns
+ * FX_ERR_GRAMMAR when no token of the vocabulary can continue; the sampler
+ * is then unchanged. */
+fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
+                          const float *logits, uint32_t n_vocab,
+                          const int32_t *history, size_t n_history,
+                          fx_candidate *scratch, int32_t *token, int *eog,
+                          fx_error *err);
+
+/* The log-probability of `token` under the softmax of the raw logits (the
+ * model's distribution, before grammar and samplers), and the n_top most
+ * likely tokens with theirs, most likely first (lowest id on a tie). */
+float fx_logprobs(const float *logits, uint32_t n_vocab, int32_t token,
+                  fx_token_logprob *top, uint32_t n_top);
 
 /* The highest logit's id; the lowest id wins a tie. */
 int32_t fx_argmax(const float *logits, uint32_t n);

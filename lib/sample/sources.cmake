@@ -1,1 +1,5 @@
-list(APPEND FX_SOURCES ${CMAKE_CURRENT_LIST_DIR}/sample.c)
+list(APPEND FX_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/sample.c
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_parse.c
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_match.c
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c)

@@ -1,0 +1,544 @@
+/*
+ * AVX-512 matmul (F + BW + VL + DQ, with FMA and F16C). Every function
+ * carries its own target attribute so the library is built for the
+ * baseline ISA and this code runs only after fx_cpu_has_avx512() said yes.
+ *
+ * The reduction order of kernels.h gives each output 8 lanes. A zmm holds
+ * the 8 lanes of TWO outputs, y[m][n] in the low 256 bits and y[m][n+1]
+ * in the high 256 bits: x[m][k..k+7] is broadcast into both halves, the
+ * weights of rows n and n+1 at k..k+7 fill the halves, and one fma then
+ * advances both outputs' lanes exactly as the AVX2 ymm fma advances one.
+ * The final tree runs per half. So lane j of output n sees the same fmas
+ * in the same order on every path; the only difference is that twice as
+ * many outputs advance per instruction.
+ *
+ * Both paths share one register tile of up to 8 x rows by NP column pairs
+ * (NP <= 6); they differ in where the weights come from (storage type,
+ * two rows per pair, or a pre-packed f32 panel with the pair already
+ * interleaved) and where partial lanes live between K slabs.
+ */
+#include "matmul_impl.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+
+#define FX_AVX512                                                            \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,"     \
+                          "f16c")))
+#define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
+/* The tile loops must unroll fully so the accumulators live in registers. */
+#define FX_UNROLL _Pragma("GCC unroll 8")
+#define FX_MR_MAX 8 /* x rows per tile: all of a small-M call at once */
+#define FX_NP_MAX 6 /* column pairs per tile */
+/* Prefetch distance for the streamed weight rows (as the AVX2 path). */
+#ifndef FX_PF_DIST
+#define FX_PF_DIST 2048
+#endif
+
+/* Rows up to this stream W straight from storage (range_small); more go
+ * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
+ * 16 and 32 streaming in chunks of 8 rows beat packing by 1.2-1.4x. */
+#ifndef FX_MM_SMALL_M512
+#define FX_MM_SMALL_M512 32
+#endif
+
+/* Weight sources of a tile: the storage types, or a packed f32 panel. */
+enum { SRC_F32, SRC_F16, SRC_BF16, SRC_Q8_0, SRC_PACKED };
+
+bool fx_cpu_has_avx512(void) {
+    /* GCC's probe also checks that the OS saves the zmm/opmask state. */
+    __builtin_cpu_init();
+    return fx_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+}
+
+/* ---- weights of a column pair, 8 + 8 at a time (all exact) ---- */
+
+FX_ALWAYS_INLINE FX_AVX512 __m256i halves16(const uint8_t *r0,
+                                            const uint8_t *r1, size_t off) {
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r0 + off))),
+        _mm_loadu_si128((const __m128i *)(r1 + off)), 1);
+}
+
+FX_ALWAYS_INLINE FX_AVX512 __m512 widen_halves(int src, __m256i h) {
+    if (src == SRC_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* d of row r0's and r1's block b: low half d0, high half d1. */
+FX_ALWAYS_INLINE FX_AVX512 __m512 q8_scales(const uint8_t *b0,
+                                            const uint8_t *b1) {
+    uint16_t h0, h1;
+    memcpy(&h0, b0, 2);
+    memcpy(&h1, b1, 2);
+    return _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(h0)),
+                              _mm256_set1_ps(_cvtsh_ss(h1)), 1);
+}
+
+/* wv = d * q for 8 quants of each block at byte offset s (as the
+ * portable f32(d) * (float)q: exact). */
+FX_ALWAYS_INLINE FX_AVX512 __m512 q8_pair8(__m512 d, const uint8_t *b0,
+                                           const uint8_t *b1, int s) {
+    __m128i q = _mm_unpacklo_epi64(
+        _mm_loadl_epi64((const __m128i *)(b0 + 2 + s)),
+        _mm_loadl_epi64((const __m128i *)(b1 + 2 + s)));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+}
+
+/* Rows r0, r1 at element k (k % 8 == 0, k + 8 <= K). */
+FX_ALWAYS_INLINE FX_AVX512 __m512 load_pair8(int src, const uint8_t *r0,
+                                             const uint8_t *r1, size_t k) {
+    switch (src) {
+    case SRC_F16:
+    case SRC_BF16: return widen_halves(src, halves16(r0, r1, 2 * k));
+    case SRC_Q8_0: {
+        size_t off = (k / FX_QK8_0) * sizeof(fx_block_q8_0);
+        return q8_pair8(q8_scales(r0 + off, r1 + off), r0 + off, r1 + off,
+                        (int)(k % FX_QK8_0));
+    }
+    default:
+        return _mm512_insertf32x8(
+            _mm512_castps256_ps512(
+                _mm256_loadu_ps((const float *)(const void *)r0 + k)),
+            _mm256_loadu_ps((const float *)(const void *)r1 + k), 1);
+    }
+}
+
+/* The last rem (1..7) weights from element k of each row, lanes >= rem
+ * set to -0.0f (the padding rule of kernels.h). Q8_0 has no tail. */
+FX_ALWAYS_INLINE FX_AVX512 __m512 load_pair_tail(int src, const uint8_t *r0,
+                                                 const uint8_t *r1, size_t k,
+                                                 size_t rem) {
+    if (src == SRC_F16 || src == SRC_BF16) {
+        uint16_t b[16];
+        for (int i = 0; i < 16; i++) b[i] = 0x8000;
+        memcpy(b, r0 + 2 * k, 2 * rem);
+        memcpy(b + 8, r1 + 2 * k, 2 * rem);
+        return widen_halves(src, _mm256_loadu_si256((const __m256i *)b));
+    }
+    float b[16];
+    for (int i = 0; i < 16; i++) b[i] = -0.0f;
+    memcpy(b, r0 + 4 * k, 4 * rem);
+    memcpy(b + 8, r1 + 4 * k, 4 * rem);
+    return _mm512_loadu_ps(b);
+}
+
+/* x[k..k+7] in both halves; lanes >= rem (< 8) are +0 and nothing past
+ * them is read. */
+FX_ALWAYS_INLINE FX_AVX512 __m512 bcast_x(const float *x) {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(x));
+}
+FX_ALWAYS_INLINE FX_AVX512 __m512 bcast_x_tail(const float *x, size_t rem) {
+    return _mm512_broadcast_f32x8(
+        _mm256_maskz_loadu_ps((__mmask8)((1u << rem) - 1), x));
+}
+
+/* Per 256-bit half: ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)), operands
+ * in the order the AVX2 reduce8 uses (an add's operand order matters
+ * only to which NaN payload survives, but keep even that identical). */
+FX_ALWAYS_INLINE FX_AVX512 void reduce_pair(__m512 v, float *lo, float *hi) {
+    __m512 s4 = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v,
+                                                      _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4,
+                                                    _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2,
+                                                    _MM_SHUFFLE(1, 1, 1, 1)));
+    *lo = _mm512_cvtss_f32(s1);
+    *hi = _mm_cvtss_f32(_mm512_extractf32x4_ps(s1, 2));
+}
+
+/* ---- the register tile ---- */
+
+/* Accumulates k in [0, kn) of MR x rows against NP column pairs.
+ * Storage sources: wr[2j], wr[2j+1] are pair j's rows at element 0 of the
+ * slab; kn may end in a partial group. SRC_PACKED: wr[j] is pair j's
+ * panel (16 floats per group of 8 k) and kn is a multiple of 8, the
+ * padding already in the panel and in the x block. */
+FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
+                                       const int src, const float *const *xr,
+                                       const uint8_t *const *wr, size_t kn,
+                                       __m512 acc[FX_MR_MAX][FX_NP_MAX]) {
+    size_t k = 0;
+    if (src == SRC_PACKED) {
+        for (; k < kn; k += 8) {
+            __m512 wv[FX_NP_MAX];
+            FX_UNROLL
+            for (int j = 0; j < NP; j++)
+                wv[j] = _mm512_load_ps((const float *)(const void *)wr[j] +
+                                       2 * k);
+            FX_UNROLL
+            for (int i = 0; i < MR; i++) {
+                __m512 xv = bcast_x(xr[i] + k);
+                FX_UNROLL
+                for (int j = 0; j < NP; j++)
+                    acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+            }
+        }
+        return;
+    }
+    if (src == SRC_Q8_0) {
+        /* Block by block: each scale widened once per block and row. */
+        for (; k < kn; k += FX_QK8_0) {
+            const size_t off = (k / FX_QK8_0) * sizeof(fx_block_q8_0);
+            __m512 d[FX_NP_MAX];
+            FX_UNROLL
+            for (int j = 0; j < NP; j++) {
+                _mm_prefetch((const char *)wr[2 * j] + off + FX_PF_DIST,
+                             _MM_HINT_T0);
+                _mm_prefetch((const char *)wr[2 * j + 1] + off + FX_PF_DIST,
+                             _MM_HINT_T0);
+                d[j] = q8_scales(wr[2 * j] + off, wr[2 * j + 1] + off);
+            }
+            FX_UNROLL
+            for (int s = 0; s < FX_QK8_0; s += 8) {
+                __m512 wv[FX_NP_MAX];
+                FX_UNROLL
+                for (int j = 0; j < NP; j++)
+                    wv[j] = q8_pair8(d[j], wr[2 * j] + off,
+                                     wr[2 * j + 1] + off, s);
+                FX_UNROLL
+                for (int i = 0; i < MR; i++) {
+                    __m512 xv = bcast_x(xr[i] + k + s);
+                    FX_UNROLL
+                    for (int j = 0; j < NP; j++)
+                        acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+                }
+            }
+        }
+        return;
+    }
+    const size_t esize = src == SRC_F32 ? 4 : 2;
+    for (; k + 8 <= kn; k += 8) {
+        __m512 wv[FX_NP_MAX];
+        if (((k * esize) & 63) == 0) {
+            FX_UNROLL
+            for (int j = 0; j < 2 * NP; j++)
+                _mm_prefetch((const char *)wr[j] + esize * k + FX_PF_DIST,
+                             _MM_HINT_T0);
+        }
+        FX_UNROLL
+        for (int j = 0; j < NP; j++)
+            wv[j] = load_pair8(src, wr[2 * j], wr[2 * j + 1], k);
+        FX_UNROLL
+        for (int i = 0; i < MR; i++) {
+            __m512 xv = bcast_x(xr[i] + k);
+            FX_UNROLL
+            for (int j = 0; j < NP; j++)
+                acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+    if (k < kn) {
+        size_t rem = kn - k;
+        __m512 wv[FX_NP_MAX];
+        FX_UNROLL
+        for (int j = 0; j < NP; j++)
+            wv[j] = load_pair_tail(src, wr[2 * j], wr[2 * j + 1], k, rem);
+        FX_UNROLL
+        for (int i = 0; i < MR; i++) {
+            __m512 xv = bcast_x_tail(xr[i] + k, rem);
+            FX_UNROLL
+            for (int j = 0; j < NP; j++)
+                acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+}
+
+/* One tile over one K slab. part (8 floats per output, row stride part_ld
+ * floats; pair j at part + 16 j) carries the lanes between slabs: first
+ * starts from +0, last reduces into y (pair j of row i to yr[i][2j] and
+ * yr[i][2j+1]). half: the last pair has only its low column; its high
+ * half is computed on a stand-in and never stored. */
+FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
+                                     const int src, const float *const *xr,
+                                     const uint8_t *const *wr, size_t kn,
+                                     float *part, size_t part_ld, bool first,
+                                     bool last, bool half, float *const *yr) {
+    __m512 acc[FX_MR_MAX][FX_NP_MAX];
+    FX_UNROLL
+    for (int i = 0; i < MR; i++)
+        FX_UNROLL
+        for (int j = 0; j < NP; j++) {
+            const __mmask16 mk = half && j == NP - 1 ? 0x00ff : 0xffff;
+            acc[i][j] = first ? _mm512_setzero_ps()
+                              : _mm512_maskz_loadu_ps(
+                                    mk, part + i * part_ld + j * 16);
+        }
+    tile_k(MR, NP, src, xr, wr, kn, acc);
+    FX_UNROLL
+    for (int i = 0; i < MR; i++)
+        FX_UNROLL
+        for (int j = 0; j < NP; j++) {
+            const bool h = half && j == NP - 1;
+            if (last) {
+                float lo, hi;
+                reduce_pair(acc[i][j], &lo, &hi);
+                yr[i][2 * j] = lo;
+                if (!h) yr[i][2 * j + 1] = hi;
+            } else {
+                _mm512_mask_storeu_ps(part + i * part_ld + j * 16,
+                                      h ? 0x00ff : 0xffff, acc[i][j]);
+            }
+        }
+}
+
+/* One out-of-line function per (MR, NP, source) so each gets its own
+ * register allocation with the loops above fully unrolled. MR * NP
+ * accumulators + NP weights + x stay within the 32 zmm registers. */
+typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
+                        size_t kn, float *part, size_t part_ld, bool first,
+                        bool last, bool half, float *const *yr);
+
+#define FX_TILE_FN(MR, NP, S, NAME)                                          \
+    static FX_AVX512 void t##MR##x##NP##_##NAME(                            \
+        const float *const *xr, const uint8_t *const *wr, size_t kn,         \
+        float *part, size_t part_ld, bool first, bool last, bool half,       \
+        float *const *yr) {                                                  \
+        tile(MR, NP, S, xr, wr, kn, part, part_ld, first, last, half, yr);   \
+    }
+#define FX_NP3(MR, S, N)                                                     \
+    FX_TILE_FN(MR, 1, S, N) FX_TILE_FN(MR, 2, S, N) FX_TILE_FN(MR, 3, S, N)
+#define FX_NP4(MR, S, N) FX_NP3(MR, S, N) FX_TILE_FN(MR, 4, S, N)
+#define FX_NP6(MR, S, N)                                                     \
+    FX_NP4(MR, S, N) FX_TILE_FN(MR, 5, S, N) FX_TILE_FN(MR, 6, S, N)
+#define FX_TILES(S, N)                                                       \
+    FX_NP6(1, S, N) FX_NP6(2, S, N) FX_NP4(3, S, N) FX_NP4(4, S, N)          \
+    FX_NP3(5, S, N) FX_NP3(6, S, N) FX_NP3(7, S, N) FX_NP3(8, S, N)
+
+FX_TILES(SRC_F32, f32)
+FX_TILES(SRC_F16, f16)
+FX_TILES(SRC_BF16, bf16)
+FX_TILES(SRC_Q8_0, q8_0)
+FX_NP3(1, SRC_PACKED, pk) FX_NP3(2, SRC_PACKED, pk)
+FX_NP3(3, SRC_PACKED, pk) FX_NP3(4, SRC_PACKED, pk)
+FX_NP3(5, SRC_PACKED, pk) FX_NP3(6, SRC_PACKED, pk)
+FX_NP3(7, SRC_PACKED, pk) FX_NP3(8, SRC_PACKED, pk)
+
+#define FX_ROW3(MR, N) {t##MR##x1_##N, t##MR##x2_##N, t##MR##x3_##N, 0, 0, 0}
+#define FX_ROW4(MR, N)                                                       \
+    {t##MR##x1_##N, t##MR##x2_##N, t##MR##x3_##N, t##MR##x4_##N, 0, 0}
+#define FX_ROW6(MR, N)                                                       \
+    {t##MR##x1_##N, t##MR##x2_##N, t##MR##x3_##N, t##MR##x4_##N,             \
+     t##MR##x5_##N, t##MR##x6_##N}
+#define FX_TABLE(N)                                                          \
+    {FX_ROW6(1, N), FX_ROW6(2, N), FX_ROW4(3, N), FX_ROW4(4, N),             \
+     FX_ROW3(5, N), FX_ROW3(6, N), FX_ROW3(7, N), FX_ROW3(8, N)}
+
+/* [source][MR-1][NP-1], NP <= wide_np[MR-1]; read-only. */
+static const tile_fn tiles[4][FX_MR_MAX][FX_NP_MAX] = {
+    FX_TABLE(f32), FX_TABLE(f16), FX_TABLE(bf16), FX_TABLE(q8_0)};
+static const int wide_np[FX_MR_MAX] = {6, 6, 4, 4, 3, 3, 3, 3};
+
+/* The large-M path's tiles on the packed panel: [MR-1][NP-1]. 8 x 3 is
+ * the main one: 24 accumulators, 3 weight loads and 8 x broadcasts per
+ * 24 fmas. */
+#define FX_PK_ROW(MR) {t##MR##x1_pk, t##MR##x2_pk, t##MR##x3_pk}
+static const tile_fn packed[FX_MR_MAX][3] = {
+    FX_PK_ROW(1), FX_PK_ROW(2), FX_PK_ROW(3), FX_PK_ROW(4),
+    FX_PK_ROW(5), FX_PK_ROW(6), FX_PK_ROW(7), FX_PK_ROW(8)};
+
+static int src_of(fx_wtype t) {
+    switch (t) {
+    case FX_WTYPE_F16: return SRC_F16;
+    case FX_WTYPE_BF16: return SRC_BF16;
+    case FX_WTYPE_Q8_0: return SRC_Q8_0;
+    case FX_WTYPE_F32:
+    default: return SRC_F32;
+    }
+}
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* ---- small M: stream W once, straight from its storage type ---- */
+
+/* W rows in groups of FX_MM_GROUP512 (a multiple of every wide tile's
+ * 2 * NP columns). x rows go through the tile 8 at a time: a group is read
+ * from memory once for the whole call, and the later chunks of 8 rows find
+ * it in L1/L2 (24 rows of K f32 weights: 96 KiB at K = 1024). */
+#define FX_MM_GROUP512 24
+
+static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
+                                  size_t n1) {
+    const int src = src_of(job->type);
+    for (size_t n = n0; n < n1; n += FX_MM_GROUP512) {
+        const size_t g = min_sz(FX_MM_GROUP512, n1 - n);
+        const size_t pairs = (g + 1) / 2;
+        /* An odd last column pairs with itself; its twin is not stored. */
+        const uint8_t *wr[FX_MM_GROUP512 + 1] = {NULL};
+        for (size_t j = 0; j < g; j++)
+            wr[j] = job->w + (n + j) * job->row_bytes;
+        wr[g] = wr[g - 1];
+        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
+            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
+            const size_t nw = (size_t)wide_np[mr - 1];
+            const float *xr[FX_MR_MAX];
+            for (size_t i = 0; i < mr; i++)
+                xr[i] = job->x + (m + i) * job->ldx;
+            for (size_t p = 0; p < pairs;) {
+                size_t np = min_sz(nw, pairs - p);
+                bool half = (g & 1) && p + np == pairs;
+                float *yn[FX_MR_MAX];
+                for (size_t i = 0; i < mr; i++)
+                    yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
+                tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, NULL, 0,
+                                           true, true, half, yn);
+                p += np;
+            }
+        }
+    }
+}
+
+/* ---- large M: cache-blocked, W converted to f32 once per panel ---- */
+
+/* Rows [n, n+nn) elements [k0, k0+kn) of W into the panel, pair by pair:
+ * pair p at panel + p * 2 KC holds, per group of 8 k, row n+2p's 8
+ * weights then row n+2p+1's (the zmm layout of a tile), the last group
+ * padded with -0. An odd last row is paired with itself. */
+static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
+                                 size_t k0, size_t kn, float *panel) {
+    const int src = src_of(job->type);
+    for (size_t p = 0; p < (nn + 1) / 2; p++) {
+        const uint8_t *r0 = job->w + (n + 2 * p) * job->row_bytes;
+        const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
+        float *dst = panel + p * 2 * FX_MM_KC;
+        size_t k = 0;
+        if (src == SRC_Q8_0) {
+            for (; k < kn; k += FX_QK8_0) {
+                size_t off = (k0 + k) / FX_QK8_0 * sizeof(fx_block_q8_0);
+                __m512 d = q8_scales(r0 + off, r1 + off);
+                for (int s = 0; s < FX_QK8_0; s += 8)
+                    _mm512_store_ps(dst + 2 * (k + (size_t)s),
+                                    q8_pair8(d, r0 + off, r1 + off, s));
+            }
+            continue;
+        }
+        for (; k + 8 <= kn; k += 8)
+            _mm512_store_ps(dst + 2 * k, load_pair8(src, r0, r1, k0 + k));
+        if (k < kn)
+            _mm512_store_ps(dst + 2 * k,
+                            load_pair_tail(src, r0, r1, k0 + k, kn - k));
+    }
+}
+
+/* Rows [m, m+mc) elements [k0, k0+kn) of x into blk (row stride KC), the
+ * last group of 8 padded with +0 to match the panel. */
+static FX_AVX512 void pack_x(const fx_mm_job *job, size_t m, size_t mc,
+                             size_t k0, size_t kn, float *blk) {
+    const size_t kp = (kn + 7) & ~(size_t)7;
+    for (size_t i = 0; i < mc; i++) {
+        float *dst = blk + i * FX_MM_KC;
+        memcpy(dst, job->x + (m + i) * job->ldx + k0, kn * sizeof(float));
+        for (size_t k = kn; k < kp; k++) dst[k] = 0.0f;
+    }
+}
+
+/* Prefetches part `part` of `parts` of the source rows the next pack
+ * will copy (x rows [mb, mb+mc), W rows [nb, nb+nc), elements [k0,
+ * k0+kn)): rows of KC floats from pages far apart defeat the hardware
+ * prefetcher (see matmul_avx2.c). mc == 0: nothing next. */
+static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
+                                    size_t nc, size_t mb, size_t mc,
+                                    size_t k0, size_t kn, size_t part,
+                                    size_t parts) {
+    if (mc == 0) return;
+    size_t rows = mc + nc;
+    size_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
+    size_t wbytes = fx_wtype_row_bytes(job->type, kn);
+    size_t woff = job->type == FX_WTYPE_Q8_0
+        ? k0 / FX_QK8_0 * sizeof(fx_block_q8_0)
+        : fx_wtype_row_bytes(job->type, k0);
+    for (size_t r = r0; r < r1; r++) {
+        const char *p = r < mc
+            ? (const char *)(job->x + (mb + r) * job->ldx + k0)
+            : (const char *)job->w + (nb + r - mc) * job->row_bytes + woff;
+        size_t len = r < mc ? kn * sizeof(float) : wbytes;
+        for (size_t off = 0; off < len; off += 64)
+            _mm_prefetch(p + off, _MM_HINT_T0);
+    }
+}
+
+static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
+                                  float *scratch) {
+    float *panel = scratch;                          /* [NC/2][2 KC] */
+    float *xblk = panel + FX_MM_NC_EVEN * FX_MM_KC;  /* [MC][KC] */
+    float *part = xblk + FX_MM_MC * FX_MM_KC;        /* [MC][NC][8] */
+    const size_t part_ld = FX_MM_NC * 8;
+
+    for (size_t nb = n0; nb < n1; nb += FX_MM_NC) {
+        const size_t nc = min_sz(FX_MM_NC, n1 - nb);
+        const size_t pairs = (nc + 1) / 2;
+        for (size_t mb = 0; mb < job->m; mb += FX_MM_MC) {
+            const size_t mc = min_sz(FX_MM_MC, job->m - mb);
+            for (size_t k0 = 0; k0 < job->k; k0 += FX_MM_KC) {
+                const size_t kn = min_sz(FX_MM_KC, job->k - k0);
+                const size_t kp = (kn + 7) & ~(size_t)7;
+                const bool first = k0 == 0, last = k0 + kn == job->k;
+                pack_panel(job, nb, nc, k0, kn, panel);
+                pack_x(job, mb, mc, k0, kn, xblk);
+                size_t nmb = mb, nmc = 0, nk0 = 0, nkn = 0;
+                if (!last) {
+                    nmc = mc;
+                    nk0 = k0 + kn;
+                    nkn = min_sz(FX_MM_KC, job->k - nk0);
+                } else if (mb + mc < job->m) {
+                    nmb = mb + mc;
+                    nmc = min_sz(FX_MM_MC, job->m - nmb);
+                    nkn = min_sz(FX_MM_KC, job->k);
+                }
+                const size_t n_mtiles = (mc + FX_MR_MAX - 1) / FX_MR_MAX;
+                /* The x tile (8 x KC) stays in L1 while the panel streams
+                 * past it from L2. */
+                for (size_t m = 0; m < mc; m += FX_MR_MAX) {
+                    const size_t mr = min_sz(FX_MR_MAX, mc - m);
+                    prefetch_next(job, nb, nc, nmb, nmc, nk0, nkn,
+                                  m / FX_MR_MAX, n_mtiles);
+                    const float *xr[FX_MR_MAX];
+                    float *yr[FX_MR_MAX];
+                    for (size_t i = 0; i < mr; i++) {
+                        xr[i] = xblk + (m + i) * FX_MM_KC;
+                        yr[i] = job->y + (mb + m + i) * job->ldy + nb;
+                    }
+                    const tile_fn *row = packed[mr - 1];
+                    for (size_t p = 0; p < pairs; p += 3) {
+                        const size_t np = min_sz(3, pairs - p);
+                        const bool half = (nc & 1) && p + np == pairs;
+                        const uint8_t *wr[3];
+                        for (size_t j = 0; j < np; j++)
+                            wr[j] = (const uint8_t *)(panel +
+                                                      (p + j) * 2 * FX_MM_KC);
+                        float *yn[FX_MR_MAX];
+                        for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + 2 * p;
+                        row[np - 1](xr, wr, kp, part + m * part_ld + 2 * p * 8,
+                                    part_ld, first, last, half, yn);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static FX_AVX512 void range_avx512(const fx_mm_job *job, size_t n0,
+                                   size_t n1, float *scratch) {
+    /* Past 8 rows, streaming relies on a group staying in L2 between
+     * chunks of 8 rows: not with rows this long (f32, K > ~5000). */
+    if (job->m <= FX_MM_SMALL_M ||
+        (job->m <= FX_MM_SMALL_M512 &&
+         job->row_bytes <= ((size_t)512 << 10) / FX_MM_GROUP512))
+        range_small(job, n0, n1);
+    else
+        range_large(job, n0, n1, scratch);
+}
+
+fx_mm_range_fn fx_mm_avx512_range(void) { return range_avx512; }
+
+#else /* not x86-64 GCC/Clang */
+
+bool fx_cpu_has_avx512(void) { return false; }
+fx_mm_range_fn fx_mm_avx512_range(void) { return NULL; }
+
+#endif
