@@ -203,10 +203,15 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
             if (ev.tok_len > b->polled_tokens_cap) {
                 int32_t *p = fx_realloc(&b->alloc, b->polled_tokens,
                                         ev.tok_len * sizeof *p);
-                if (p) {
-                    b->polled_tokens = p;
-                    b->polled_tokens_cap = ev.tok_len;
+                if (!p) {
+                    /* As for text: keep the DONE queued rather than hand
+                     * it over without its ids; a later poll retries. */
+                    b->events[--b->event_head] = ev;
+                    b->event_len++;
+                    return 0;
                 }
+                b->polled_tokens = p;
+                b->polled_tokens_cap = ev.tok_len;
             }
             if (ev.tok_len <= b->polled_tokens_cap) {
                 /* No ids (a row cancelled in the queue): nothing to copy,

@@ -22,7 +22,16 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
     event_rec ev = {FX_EVENT_TEXT, slot, r->gen, r->user, from,
                     b->arena.len - from, FX_FINISH_NONE, FX_OK, -1, {0}, 0, 0,
                     -1, 0, 0, 0};
-    if (fx_batcher_push_event(b, &ev) != FX_OK) b->arena.len = from;
+    if (fx_batcher_push_event(b, &ev) != FX_OK) {
+        /* Text that cannot be queued would vanish from the answer; the row
+         * fails instead, through the usual exit path. */
+        b->arena.len = from;
+        if (r->finish == FX_FINISH_NONE || r->finish == FX_FINISH_STOP ||
+            r->finish == FX_FINISH_LENGTH || r->finish == FX_FINISH_EOS) {
+            r->finish = FX_FINISH_ERROR;
+            r->error = FX_ERR_NOMEM;
+        }
+    }
 }
 
 /* A lease's row has ended: pin what it computed, or give up quietly (the
