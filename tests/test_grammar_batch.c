@@ -401,13 +401,21 @@ static int run_seeds_biased(const char *model_path, const char *grammar,
     fx_model *m = load(model_path);
     /* Tokens of the favoured texts get +6: a random model then finishes
      * sentences of a grammar it would otherwise wander in. */
-    fx_logit_bias bias[32];
+    /* Every token whose piece is exactly a favoured text: tokenizing the
+     * text instead would give SentencePiece's "\xE2\x96\x81=" for "=",
+     * a token the grammar rarely allows where "=" is due. */
+    fx_logit_bias bias[64];
     size_t n_bias = 0;
-    for (size_t i = 0; i < n_favour; i++) {
-        int32_t ids[8];
+    fx_model_info info;
+    fx_model_info_init(&info);
+    assert_int_equal(fx_model_get_info(m, &info), FX_OK);
+    for (uint32_t id = 0; id < info.n_vocab && n_favour; id++) {
+        char piece[64];
         size_t n = 0;
-        assert_int_equal(fx_tokenize(m, favour[i], strlen(favour[i]), 0, ids, 8, &n), FX_OK);
-        for (size_t k = 0; k < n && n_bias < 32; k++) bias[n_bias++] = (fx_logit_bias){ids[k], 6.0f};
+        if (fx_token_to_piece(m, (int32_t)id, 0, piece, sizeof piece, &n) != FX_OK) continue;
+        for (size_t i = 0; i < n_favour; i++)
+            if (n == strlen(favour[i]) && memcmp(piece, favour[i], n) == 0 && n_bias < 63)
+                bias[n_bias++] = (fx_logit_bias){(int32_t)id, 6.0f};
     }
     /* ...and end-of-sequence, so whole sentences end there. */
     if (n_favour && fx_model_special_token(m, FX_TOKEN_EOS) >= 0)
@@ -484,11 +492,21 @@ static char *shared_text(const char *rel) {
     return fx_test_read_file(p, &len);
 }
 
+/* Closing punctuation: with these favoured a random model closes strings,
+ * arrays and objects soon after opening them, so the outputs are whole JSON
+ * values a parser accepts rather than prefixes cut by max_tokens. The
+ * grammar still decides every token; the bias only tilts the choice. */
+static const char *const json_closers[] = {"\"", "}", "]"};
+
 static void test_json_flag(void **state) {
     (void)state;
     if (!spm_path[0] || !gpt2_path[0]) skip();
     assert_true(run_seeds(spm_path, NULL, json_check, "JSON flag, llama-spm") > 0);
     assert_true(run_seeds(gpt2_path, NULL, json_check, "JSON flag, gpt-2") > 0);
+    assert_true(run_seeds_biased(spm_path, NULL, json_check, "JSON flag + closers, llama-spm",
+                                 json_closers, 3) == N_SEEDS);
+    assert_true(run_seeds_biased(gpt2_path, NULL, json_check, "JSON flag + closers, gpt-2",
+                                 json_closers, 3) == N_SEEDS);
 }
 
 static void test_json_gbnf(void **state) {
@@ -497,6 +515,10 @@ static void test_json_gbnf(void **state) {
     if (!g || !spm_path[0] || !gpt2_path[0]) { free(g); skip(); }
     run_seeds(spm_path, g, json_check, "json.gbnf, llama-spm");
     run_seeds(gpt2_path, g, json_check, "json.gbnf, gpt-2");
+    assert_true(run_seeds_biased(spm_path, g, json_check, "json.gbnf + closers, llama-spm",
+                                 json_closers, 3) == N_SEEDS);
+    assert_true(run_seeds_biased(gpt2_path, g, json_check, "json.gbnf + closers, gpt-2",
+                                 json_closers, 3) == N_SEEDS);
     free(g);
 }
 
@@ -513,10 +535,9 @@ static void test_arithmetic_gbnf(void **state) {
     /* Logit bias pushing towards "=", newline, "7" and EOS: the grammar
      * still has the last word on every token. */
     static const char *const favour[] = {"=", "\n", "7"};
-    run_seeds_biased(spm_path, g, arith_check, "arithmetic.gbnf + bias, llama-spm",
-                     favour, 3);
-    /* With gpt-2's byte-level tokens the push works: whole equations,
-     * checked by the independent recognizer above (28 of 32 here). */
+    assert_true(run_seeds_biased(spm_path, g, arith_check,
+                                 "arithmetic.gbnf + bias, llama-spm", favour, 3) > 16);
+    /* Whole equations, checked by the independent recognizer above. */
     assert_true(run_seeds_biased(gpt2_path, g, arith_check,
                                  "arithmetic.gbnf + bias, gpt-2", favour, 3) > 16);
     free(g);
