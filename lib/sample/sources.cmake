@@ -2,4 +2,6 @@ list(APPEND FX_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/sample.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_match.c
-  ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c)
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c
+  ${CMAKE_CURRENT_LIST_DIR}/json_doc.c
+  ${CMAKE_CURRENT_LIST_DIR}/json_schema.c)
