@@ -1,0 +1,760 @@
+package ferrox
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <ferrox.h>
+
+// Row and lease handles are generation-counted ids that only look like
+// pointers: (generation << 32) | (slot + 1). Go code keeps them as uintptr
+// and these shims convert at the C boundary, so that no such value ever
+// sits in a pointer-typed Go variable: with a generation of 0xc0 it would
+// look like an address in Go's heap arena and the garbage collector would
+// abort on it. For the same reason the fx_request and fx_event structures
+// (whose user/lease/row fields hold these ids) live in C memory.
+static fx_status fxgo_submit(fx_batcher *b, fx_request *r, uintptr_t user,
+                             uintptr_t lease, uintptr_t *out) {
+    fx_row *row = NULL;
+    r->user = (void *)user;
+    r->lease = (fx_lease *)lease;
+    fx_status st = fx_submit(b, r, &row);
+    *out = (uintptr_t)row;
+    return st;
+}
+static fx_status fxgo_cancel(fx_batcher *b, uintptr_t row) {
+    return fx_cancel(b, (fx_row *)row);
+}
+static fx_status fxgo_row_release(fx_batcher *b, uintptr_t row) {
+    return fx_row_release(b, (fx_row *)row);
+}
+static uintptr_t fxgo_event_user(const fx_event *e) {
+    return (uintptr_t)e->user;
+}
+static fx_status fxgo_lease_create(fx_batcher *b, const char *text,
+                                   size_t len, uint32_t flags,
+                                   uintptr_t *out) {
+    fx_lease *l = NULL;
+    fx_status st = fx_lease_create(b, text, len, flags, &l);
+    *out = (uintptr_t)l;
+    return st;
+}
+static int fxgo_lease_ready(const fx_batcher *b, uintptr_t l) {
+    return fx_lease_ready(b, (const fx_lease *)l);
+}
+static fx_status fxgo_lease_release(fx_batcher *b, uintptr_t l) {
+    return fx_lease_release(b, (fx_lease *)l);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// BatcherOptions are NewBatcher's options; a zero field keeps the
+// library's default (fx_batcher_params_init), and nil keeps them all.
+type BatcherOptions struct {
+	MaxRows       uint32 // rows admitted at once
+	MaxStepTokens uint32 // tokens one Step may run through the model
+	NCtx          uint32 // most positions one row may use
+	BlockTokens   uint32 // KV block size in positions
+	KVBytes       uint64 // memory for the KV cache
+	Threads       uint32 // the batcher starts Threads-1 worker threads
+	NoPrefixCache bool   // never adopt or publish prefixes
+	Fast          bool   // OpenBLAS for large matmuls; not batch-invariant
+}
+
+// Batcher runs many rows over one model (fx_batcher). It is safe for
+// concurrent use: every C call is serialized by a mutex (the library
+// requires one thread at a time), except fx_cancel, which Row.Cancel and
+// context cancellation call from any goroutine, even during a Step.
+type Batcher struct {
+	mu     sync.Mutex   // held for every C call but fx_cancel
+	freeMu sync.RWMutex // fx_cancel (read) against fx_batcher_free (write)
+	h      *C.fx_batcher
+	ev     *C.fx_event // C memory, see the preamble
+	model  *Model
+	rows   map[uintptr]*rowState // by the request's user id
+	nextID uintptr
+
+	// Rows and leases whose Go values were collected without Close: the
+	// finalizer (on its own goroutine) queues them and the next Step
+	// releases them under mu.
+	orphanMu     sync.Mutex
+	orphanRows   []*rowState
+	orphanLeases []uintptr
+}
+
+// rowState is the batcher's side of a row. Kept apart from Row so that the
+// batcher never keeps a Row reachable and Row's finalizer can run.
+type rowState struct {
+	id, handle uintptr
+	events     []Event
+	ended      bool          // DONE polled or released; guarded by mu
+	endedCh    chan struct{} // closed when ended, for context watchers
+	ctx        context.Context
+}
+
+// NewBatcher creates a batcher over a loaded (not vocabulary-only) model.
+func NewBatcher(m *Model, opts *BatcherOptions) (*Batcher, error) {
+	var p C.fx_batcher_params
+	C.fx_batcher_params_init(&p)
+	if opts != nil {
+		set32 := func(dst *C.uint32_t, v uint32) {
+			if v != 0 {
+				*dst = C.uint32_t(v)
+			}
+		}
+		set32(&p.max_rows, opts.MaxRows)
+		set32(&p.max_step_tokens, opts.MaxStepTokens)
+		set32(&p.n_ctx, opts.NCtx)
+		set32(&p.block_tokens, opts.BlockTokens)
+		set32(&p.n_threads, opts.Threads)
+		if opts.KVBytes != 0 {
+			p.kv_bytes = C.uint64_t(opts.KVBytes)
+		}
+		if opts.NoPrefixCache {
+			p.flags |= C.FX_BATCHER_NO_PREFIX_CACHE
+		}
+		if opts.Fast {
+			p.flags |= C.FX_BATCHER_FAST
+		}
+	}
+	var h *C.fx_batcher
+	var errbuf [1024]C.char
+	// Under the model's lock: creating and freeing batchers updates a
+	// plain counter inside the C model.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errClosed
+	}
+	st := Status(C.fx_batcher_create(m.h, &p, &h, &errbuf[0], C.size_t(len(errbuf))))
+	if st == StatusOK {
+		m.batchers++
+	}
+	m.mu.Unlock()
+	if st != StatusOK {
+		return nil, &Error{Op: "fx_batcher_create", Status: st, Message: C.GoString(&errbuf[0])}
+	}
+	b := &Batcher{
+		h:     h,
+		ev:    (*C.fx_event)(C.calloc(1, C.sizeof_fx_event)),
+		model: m,
+		rows:  map[uintptr]*rowState{},
+	}
+	runtime.SetFinalizer(b, (*Batcher).Close)
+	return b, nil
+}
+
+// Close ends every row without events and frees the batcher. Closing
+// twice is a no-op.
+func (b *Batcher) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.h == nil {
+		return nil
+	}
+	b.freeMu.Lock()
+	m := b.model
+	m.mu.Lock()
+	C.fx_batcher_free(b.h)
+	b.h = nil
+	m.batchers--
+	m.maybeFree()
+	m.mu.Unlock()
+	b.freeMu.Unlock()
+	C.free(unsafe.Pointer(b.ev))
+	b.ev = nil
+	for _, st := range b.rows {
+		b.end(st)
+	}
+	runtime.SetFinalizer(b, nil)
+	return nil
+}
+
+func (b *Batcher) fail(op string, st Status) error {
+	return &Error{Op: op, Status: st, Message: C.GoString(C.fx_batcher_errmsg(b.h))}
+}
+
+// end marks a row ended; mu is held.
+func (b *Batcher) end(st *rowState) {
+	if !st.ended {
+		st.ended = true
+		close(st.endedCh)
+		delete(b.rows, st.id)
+	}
+}
+
+// Pending is the number of rows queued or running.
+func (b *Batcher) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.h == nil {
+		return 0
+	}
+	return int(C.fx_batcher_pending(b.h))
+}
+
+// Request is one generation request. Start from NewRequest, which fills
+// in the library's defaults (fx_request_init): a zero Request would, for
+// example, set TopP to 0.
+type Request struct {
+	Prompt       string  // text, tokenized at submit ...
+	PromptTokens []int32 // ... or token ids (used when Prompt is "")
+
+	MaxTokens        uint32
+	Temperature      float32 // <= 0: greedy
+	TopK             uint32  // 0: off
+	TopP             float32 // 1: off
+	MinP             float32 // 0: off
+	TypicalP         float32 // 1: off
+	Seed             uint64  // the row's random stream
+	RepeatPenalty    float32 // 1: off
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	PenaltyLastN     uint32
+	LogitBias        map[int32]float32 // math.Inf(-1) bans a token
+
+	Stop       []string // generation ends at any of these; not emitted
+	StopTokens []int32  // extra token ids that end generation
+
+	Grammar     string // GBNF the output must match ("" none)
+	GrammarRoot string // start rule ("" means "root")
+	JSON        bool   // the output is one JSON value (not with Grammar)
+	NLogprobs   uint32 // 1..20: EventToken events with alternatives
+
+	IgnoreEOS    bool
+	ParseSpecial bool // special-token text in Prompt becomes the token
+	NoBOS        bool
+	Lease        *Lease // a pinned prefix the prompt continues
+}
+
+// NewRequest returns a request for a text prompt with the library's
+// defaults.
+func NewRequest(prompt string) Request {
+	var r C.fx_request
+	C.fx_request_init(&r)
+	return Request{
+		Prompt:           prompt,
+		MaxTokens:        uint32(r.max_tokens),
+		Temperature:      float32(r.temperature),
+		TopK:             uint32(r.top_k),
+		TopP:             float32(r.top_p),
+		MinP:             float32(r.min_p),
+		TypicalP:         float32(r.typical_p),
+		Seed:             uint64(r.seed),
+		RepeatPenalty:    float32(r.repeat_penalty),
+		PresencePenalty:  float32(r.presence_penalty),
+		FrequencyPenalty: float32(r.frequency_penalty),
+		PenaltyLastN:     uint32(r.penalty_last_n),
+		NLogprobs:        uint32(r.n_logprobs),
+	}
+}
+
+// Submit queues a request and returns its row at once; it never runs the
+// model. When ctx is cancelled or times out, the row is cancelled
+// (fx_cancel) and Row.Wait returns ctx.Err(). Errors are *Error, e.g.
+// ErrGrammar for a grammar that does not compile (the message has its
+// line and column) or ErrNoRoom for a request that can never fit.
+func (b *Batcher) Submit(ctx context.Context, req *Request) (*Row, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var mem cmem
+	defer mem.free()
+	r := (*C.fx_request)(mem.alloc(C.sizeof_fx_request))
+	C.fx_request_init(r)
+	if req.Prompt != "" {
+		r.prompt, r.prompt_len = mem.bytes(req.Prompt)
+	} else {
+		r.prompt_tokens, r.n_prompt_tokens = mem.int32s(req.PromptTokens), C.size_t(len(req.PromptTokens))
+	}
+	r.max_tokens = C.uint32_t(req.MaxTokens)
+	r.temperature = C.float(req.Temperature)
+	r.top_k = C.uint32_t(req.TopK)
+	r.top_p = C.float(req.TopP)
+	r.min_p = C.float(req.MinP)
+	r.typical_p = C.float(req.TypicalP)
+	r.seed = C.uint64_t(req.Seed)
+	r.repeat_penalty = C.float(req.RepeatPenalty)
+	r.presence_penalty = C.float(req.PresencePenalty)
+	r.frequency_penalty = C.float(req.FrequencyPenalty)
+	r.penalty_last_n = C.uint32_t(req.PenaltyLastN)
+	r.n_logprobs = C.uint32_t(req.NLogprobs)
+	if n := len(req.Stop); n > 0 {
+		arr := (**C.char)(mem.alloc(uintptr(n) * unsafe.Sizeof((*C.char)(nil))))
+		for i, s := range req.Stop {
+			unsafe.Slice(arr, n)[i] = mem.str(s)
+		}
+		r.stop, r.n_stop = arr, C.size_t(n)
+	}
+	r.stop_tokens, r.n_stop_tokens = mem.int32s(req.StopTokens), C.size_t(len(req.StopTokens))
+	if n := len(req.LogitBias); n > 0 {
+		arr := (*C.fx_logit_bias)(mem.alloc(uintptr(n) * C.sizeof_fx_logit_bias))
+		s := unsafe.Slice(arr, n)
+		i := 0
+		for tok, bias := range req.LogitBias {
+			s[i].token, s[i].bias = C.int32_t(tok), C.float(bias)
+			i++
+		}
+		r.logit_bias, r.n_logit_bias = arr, C.size_t(n)
+	}
+	if req.Grammar != "" {
+		r.grammar, r.grammar_len = mem.bytes(req.Grammar)
+	}
+	if req.GrammarRoot != "" {
+		r.grammar_root = mem.str(req.GrammarRoot)
+	}
+	if req.JSON {
+		r.flags |= C.FX_REQUEST_JSON
+	}
+	if req.IgnoreEOS {
+		r.flags |= C.FX_REQUEST_IGNORE_EOS
+	}
+	if req.ParseSpecial {
+		r.flags |= C.FX_REQUEST_PARSE_SPECIAL
+	}
+	if req.NoBOS {
+		r.flags |= C.FX_REQUEST_NO_BOS
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.h == nil {
+		return nil, errClosed
+	}
+	var lease uintptr
+	if req.Lease != nil {
+		if req.Lease.b != b || req.Lease.h == 0 {
+			return nil, &Error{Op: "fx_submit", Status: ErrInvalidArg,
+				Message: "the lease is released or belongs to another batcher"}
+		}
+		lease = req.Lease.h
+	}
+	b.nextID++ // from 1: a user id of 0 would be a NULL user pointer
+	var handle C.uintptr_t
+	st := Status(C.fxgo_submit(b.h, r, C.uintptr_t(b.nextID), C.uintptr_t(lease), &handle))
+	runtime.KeepAlive(req.Lease) // its finalizer must not release it mid-call
+	if st != StatusOK {
+		return nil, b.fail("fx_submit", st)
+	}
+	rs := &rowState{id: b.nextID, handle: uintptr(handle), endedCh: make(chan struct{}), ctx: ctx}
+	b.rows[rs.id] = rs
+	if done := ctx.Done(); done != nil {
+		// fx_cancel is the one call allowed from any thread, so the
+		// watcher may fire while another goroutine is inside Step.
+		go func() {
+			select {
+			case <-done:
+				b.cancel(rs)
+			case <-rs.endedCh:
+			}
+		}()
+	}
+	row := &Row{b: b, st: rs}
+	runtime.SetFinalizer(row, func(r *Row) { b.orphanRow(r.st) })
+	return row, nil
+}
+
+func (b *Batcher) orphanRow(st *rowState) {
+	b.orphanMu.Lock()
+	b.orphanRows = append(b.orphanRows, st)
+	b.orphanMu.Unlock()
+}
+
+// releaseOrphans releases rows and leases whose Go values were dropped;
+// mu is held.
+func (b *Batcher) releaseOrphans() {
+	b.orphanMu.Lock()
+	rows, leases := b.orphanRows, b.orphanLeases
+	b.orphanRows, b.orphanLeases = nil, nil
+	b.orphanMu.Unlock()
+	for _, st := range rows {
+		if !st.ended {
+			C.fxgo_row_release(b.h, C.uintptr_t(st.handle))
+			b.end(st)
+		}
+	}
+	for _, l := range leases {
+		C.fxgo_lease_release(b.h, C.uintptr_t(l))
+	}
+}
+
+// Step runs one bounded tick (fx_step): admit, prefill, decode. The
+// events it produces are routed to their rows. Only batcher-wide failures
+// are returned.
+func (b *Batcher) Step() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.step()
+}
+
+func (b *Batcher) step() error {
+	if b.h == nil {
+		return errClosed
+	}
+	b.releaseOrphans()
+	st := Status(C.fx_step(b.h))
+	b.dispatch() // events from before a failure still reach their rows
+	if st != StatusOK {
+		return b.fail("fx_step", st)
+	}
+	return nil
+}
+
+// Run steps until no row is queued or running, or ctx is done.
+func (b *Batcher) Run(ctx context.Context) error {
+	for b.Pending() > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.Step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Batcher) dispatch() {
+	for C.fx_poll(b.h, b.ev) != 0 {
+		st := b.rows[uintptr(C.fxgo_event_user(b.ev))]
+		if st == nil {
+			continue // released after the event was queued
+		}
+		ev, ok := convertEvent(b.ev)
+		if !ok {
+			continue // an event type newer than this package
+		}
+		st.events = append(st.events, ev)
+		if ev.Type == EventDone {
+			b.end(st)
+		}
+	}
+}
+
+func (b *Batcher) cancel(st *rowState) error {
+	b.freeMu.RLock()
+	defer b.freeMu.RUnlock()
+	if b.h == nil {
+		return nil
+	}
+	select {
+	case <-st.endedCh:
+		return nil
+	default:
+	}
+	s := Status(C.fxgo_cancel(b.h, C.uintptr_t(st.handle)))
+	// ErrStaleHandle: the row ended in a Step that raced this call, which
+	// is what cancelling asks for anyway.
+	if s == StatusOK || s == ErrStaleHandle {
+		return nil
+	}
+	// No message: fx_batcher_errmsg may only be read on the loop's side.
+	return &Error{Op: "fx_cancel", Status: s}
+}
+
+// ---------------------------------------------------------------- events --
+
+// EventType is the kind of an Event.
+type EventType int
+
+// The event types of ferrox.h.
+const (
+	EventText  EventType = C.FX_EVENT_TEXT  // a chunk of output
+	EventDone  EventType = C.FX_EVENT_DONE  // the row ended; its last event
+	EventToken EventType = C.FX_EVENT_TOKEN // a token with logprobs
+)
+
+// FinishReason is why a row ended.
+type FinishReason int
+
+// The finish reasons of ferrox.h.
+const (
+	FinishNone      FinishReason = 0
+	FinishEOS       FinishReason = 1 // an end-of-generation or stop token
+	FinishStop      FinishReason = 2 // a stop string
+	FinishLength    FinishReason = 3 // MaxTokens or the context
+	FinishCancelled FinishReason = 4
+	FinishError     FinishReason = 5 // see Event.Status
+)
+
+func (f FinishReason) String() string {
+	names := [...]string{"none", "eos", "stop", "length", "cancelled", "error"}
+	if f >= 0 && int(f) < len(names) {
+		return names[f]
+	}
+	return "unknown"
+}
+
+// Usage is a row's token counts and clocks.
+type Usage struct {
+	PromptTokens     uint32 // including the lease's
+	CachedTokens     uint32 // of which taken from the prefix cache
+	CompletionTokens uint32
+	Queue            time.Duration // submit to admission
+	TTFT             time.Duration // admission to first generated token
+	Total            time.Duration // admission to the end
+}
+
+// TokenLogprob is one alternative of an EventToken.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is one event of a row. Which fields are set depends on Type.
+type Event struct {
+	Type EventType
+	Text string // EventText: never split inside a UTF-8 character
+
+	Token   int32          // EventToken
+	Logprob float32        // EventToken: natural log of the probability
+	Top     []TokenLogprob // EventToken: most likely first
+
+	Finish    FinishReason // EventDone
+	Status    Status       // EventDone with FinishError: why
+	StopIndex int32        // EventDone: the stop string (Stop) or token (EOS)
+	Usage     Usage        // EventDone
+	Tokens    []int32      // EventDone: the generated token ids
+}
+
+func seconds(s C.double) time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
+
+// convertEvent copies an event out of C memory: its pointers are valid
+// only until the next fx_poll.
+func convertEvent(e *C.fx_event) (Event, bool) {
+	switch e._type {
+	case C.FX_EVENT_TEXT:
+		return Event{Type: EventText, Text: C.GoStringN(e.text, C.int(e.text_len))}, true
+	case C.FX_EVENT_TOKEN:
+		ev := Event{Type: EventToken, Token: int32(e.token), Logprob: float32(e.logprob)}
+		if e.n_top > 0 {
+			for _, t := range unsafe.Slice(e.top, int(e.n_top)) {
+				ev.Top = append(ev.Top, TokenLogprob{int32(t.token), float32(t.logprob)})
+			}
+		}
+		return ev, true
+	case C.FX_EVENT_DONE:
+		u := e.usage
+		ev := Event{
+			Type: EventDone, Finish: FinishReason(e.finish), Status: Status(e.status),
+			StopIndex: int32(e.stop_index),
+			Usage: Usage{
+				PromptTokens: uint32(u.prompt_tokens), CachedTokens: uint32(u.cached_tokens),
+				CompletionTokens: uint32(u.completion_tokens),
+				Queue:            seconds(u.queue_seconds), TTFT: seconds(u.ttft_seconds),
+				Total: seconds(u.total_seconds),
+			},
+		}
+		if e.n_tokens > 0 {
+			ev.Tokens = make([]int32, int(e.n_tokens))
+			copy(ev.Tokens, unsafe.Slice((*int32)(unsafe.Pointer(e.tokens)), int(e.n_tokens)))
+		}
+		return ev, true
+	}
+	return Event{}, false
+}
+
+// ------------------------------------------------------------------ rows --
+
+// Row is one request in a batcher. Read its events with Next or Wait;
+// both step the batcher when the row has nothing waiting, which advances
+// every other row too. Close it when done (it is released, and cancelled
+// if still running).
+type Row struct {
+	b  *Batcher
+	st *rowState
+}
+
+// Next returns the row's next event, stepping the batcher as needed, and
+// io.EOF after its EventDone (or once the row was closed).
+func (r *Row) Next() (Event, error) {
+	defer runtime.KeepAlive(r)
+	b, st := r.b, r.st
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if len(st.events) > 0 {
+			ev := st.events[0]
+			st.events = st.events[1:]
+			return ev, nil
+		}
+		if st.ended {
+			return Event{}, io.EOF
+		}
+		if b.h == nil {
+			return Event{}, errClosed
+		}
+		if st.ctx.Err() != nil {
+			// Cancel now rather than wait for the watcher goroutine, so a
+			// cancelled context ends the row at this very step.
+			b.cancel(st)
+		}
+		if err := b.step(); err != nil {
+			return Event{}, err
+		}
+		if len(st.events) == 0 && !st.ended && C.fx_batcher_pending(b.h) == 0 {
+			// Nothing left to run yet the row never ended: a library bug.
+			// An error beats spinning the caller's loop forever.
+			return Event{}, &Error{Op: "fx_step", Status: ErrInternal,
+				Message: "row has not ended but the batcher has nothing pending"}
+		}
+	}
+}
+
+// Completion is everything a row produced, from Wait.
+type Completion struct {
+	Text      string
+	Finish    FinishReason
+	StopIndex int32
+	Usage     Usage
+	Tokens    []int32
+	Logprobs  []Event // the EventToken events, with NLogprobs > 0
+}
+
+// Wait runs the row to its end and returns what it produced (from the
+// events not yet read). A row that failed gives an *Error with its
+// status; a row ended by its context gives the partial Completion and
+// ctx.Err().
+func (r *Row) Wait() (*Completion, error) {
+	var c Completion
+	var text []byte
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return nil, &Error{Op: "Row.Wait", Status: ErrStaleHandle,
+				Message: "the row was closed before it ended"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch ev.Type {
+		case EventText:
+			text = append(text, ev.Text...)
+		case EventToken:
+			c.Logprobs = append(c.Logprobs, ev)
+		case EventDone:
+			c.Text, c.Finish, c.StopIndex = string(text), ev.Finish, ev.StopIndex
+			c.Usage, c.Tokens = ev.Usage, ev.Tokens
+			if ev.Finish == FinishError {
+				return &c, &Error{Op: "row", Status: ev.Status, Message: "the row failed"}
+			}
+			if ev.Finish == FinishCancelled && r.st.ctx.Err() != nil {
+				return &c, r.st.ctx.Err()
+			}
+			return &c, nil
+		}
+	}
+}
+
+// Cancel asks the row to end: it finishes with FinishCancelled at the next
+// step, unless it finished first. Safe from any goroutine at any time;
+// cancelling an ended row does nothing.
+func (r *Row) Cancel() error {
+	defer runtime.KeepAlive(r)
+	return r.b.cancel(r.st)
+}
+
+// Ended reports whether the row has ended (its EventDone may be unread).
+func (r *Row) Ended() bool {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.st.ended
+}
+
+// Close releases the row: it is cancelled if running and delivers no more
+// events. Closing twice, or after the row ended, does nothing.
+func (r *Row) Close() error {
+	defer runtime.KeepAlive(r)
+	b, st := r.b, r.st
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	runtime.SetFinalizer(r, nil)
+	if b.h == nil || st.ended {
+		return nil
+	}
+	st.events = nil
+	b.end(st)
+	if s := Status(C.fxgo_row_release(b.h, C.uintptr_t(st.handle))); s != StatusOK {
+		return b.fail("fx_row_release", s)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- leases --
+
+// LeaseOptions are NewLease's options; nil means none.
+type LeaseOptions struct {
+	ParseSpecial bool // for text rendered by a chat template
+	NoBOS        bool
+}
+
+// Lease is a prefix pinned in the KV cache (fx_lease), e.g. a system
+// prompt many rows share. Requests naming it continue it.
+type Lease struct {
+	b *Batcher
+	h uintptr // 0 once released
+}
+
+// NewLease pins text as a prefix; the following steps compute it.
+func (b *Batcher) NewLease(text string, opts *LeaseOptions) (*Lease, error) {
+	var flags C.uint32_t
+	if opts != nil && opts.ParseSpecial {
+		flags |= C.FX_REQUEST_PARSE_SPECIAL
+	}
+	if opts != nil && opts.NoBOS {
+		flags |= C.FX_REQUEST_NO_BOS
+	}
+	var mem cmem
+	defer mem.free()
+	ct, n := mem.bytes(text)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.h == nil {
+		return nil, errClosed
+	}
+	var h C.uintptr_t
+	if st := Status(C.fxgo_lease_create(b.h, ct, n, flags, &h)); st != StatusOK {
+		return nil, b.fail("fx_lease_create", st)
+	}
+	l := &Lease{b: b, h: uintptr(h)}
+	runtime.SetFinalizer(l, func(l *Lease) {
+		b.orphanMu.Lock()
+		b.orphanLeases = append(b.orphanLeases, l.h)
+		b.orphanMu.Unlock()
+	})
+	return l, nil
+}
+
+// Ready reports whether the prefix is computed and pinned.
+func (l *Lease) Ready() bool {
+	defer runtime.KeepAlive(l)
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	return l.b.h != nil && l.h != 0 && C.fxgo_lease_ready(l.b.h, C.uintptr_t(l.h)) != 0
+}
+
+// Close unpins the prefix; rows already using it are unaffected. Closing
+// twice is a no-op.
+func (l *Lease) Close() error {
+	b := l.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	runtime.SetFinalizer(l, nil)
+	if l.h == 0 || b.h == nil {
+		l.h = 0
+		return nil
+	}
+	h := l.h
+	l.h = 0
+	if st := Status(C.fxgo_lease_release(b.h, C.uintptr_t(h))); st != StatusOK {
+		return b.fail("fx_lease_release", st)
+	}
+	return nil
+}

@@ -1,0 +1,535 @@
+// Package ferrox runs Llama-family GGUF models on the CPU through the
+// ferrox C library (include/ferrox.h), with a batcher that serves many
+// requests ("rows") at once from the caller's own loop.
+//
+//	model, err := ferrox.LoadModel("model.gguf", nil)
+//	defer model.Close()
+//	b, err := ferrox.NewBatcher(model, nil)
+//	defer b.Close()
+//	req := ferrox.NewRequest("Once upon a time")
+//	req.MaxTokens, req.Seed = 32, 42
+//	row, err := b.Submit(ctx, &req) // ctx cancelled => the row is cancelled
+//	defer row.Close()
+//	res, err := row.Wait()          // steps the batcher until the row ends
+//
+// Explicit Close is the contract for every handle; finalizers only catch
+// handles a program forgot, as a safety net.
+//
+// Building: cgo needs the header and the library, e.g.
+//
+//	CGO_CFLAGS=-I/usr/local/include CGO_LDFLAGS=-L/usr/local/lib go build
+package ferrox
+
+/*
+#cgo LDFLAGS: -lferrox
+#include <stdint.h>
+#include <stdlib.h>
+#include <ferrox.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// abiMajor is the FX_VERSION_MAJOR this package was written against.
+const abiMajor = 0
+
+// Status is the result code of a C call (fx_status). The values are fixed
+// forever. Status implements error, so errors.Is(err, ferrox.ErrGrammar)
+// matches an *Error carrying that status.
+type Status int32
+
+// The status codes of ferrox.h.
+const (
+	StatusOK          Status = 0
+	ErrInvalidArg     Status = 1
+	ErrNoMem          Status = 2
+	ErrIO             Status = 3
+	ErrUnsupported    Status = 4
+	ErrTruncated      Status = 5
+	ErrBadMagic       Status = 6
+	ErrBadVersion     Status = 7
+	ErrTooLarge       Status = 8
+	ErrBadType        Status = 9
+	ErrBadTensor      Status = 10
+	ErrBadOffset      Status = 11
+	ErrBadAlignment   Status = 12
+	ErrDuplicate      Status = 13
+	ErrMissing        Status = 14
+	ErrBadShape       Status = 15
+	ErrBadHparams     Status = 16
+	ErrBufferTooSmall Status = 17
+	ErrBadVocab       Status = 18
+	ErrBadTemplate    Status = 19
+	ErrStaleHandle    Status = 20
+	ErrReentrant      Status = 21
+	ErrNoRoom         Status = 22
+	ErrInternal       Status = 23
+	ErrGrammar        Status = 24
+)
+
+// String is the library's short description ("truncated file").
+func (s Status) String() string { return C.GoString(C.fx_status_str(C.fx_status(s))) }
+
+func (s Status) Error() string { return "ferrox: " + s.String() }
+
+// Error is a failed call: its status and the library's message (the
+// errbuf of a load, fx_model_errmsg or fx_batcher_errmsg).
+type Error struct {
+	Op      string // the C function, e.g. "fx_submit"
+	Status  Status
+	Message string
+}
+
+func (e *Error) Error() string {
+	s := "ferrox: " + e.Op + ": " + e.Status.String()
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Unwrap lets errors.Is match the Status.
+func (e *Error) Unwrap() error { return e.Status }
+
+// Version is the linked library's version string, e.g. "0.1.0".
+func Version() string { return C.GoString(C.fx_version_string()) }
+
+// VersionMajor is the linked library's ABI major (FX_VERSION_MAJOR).
+func VersionMajor() int { return int(C.fx_version_number()) / 1000000 }
+
+// cmem collects C allocations made for one call and frees them together.
+// Anything a C structure points to must be C memory: cgo forbids passing
+// Go memory that itself holds Go pointers.
+type cmem []unsafe.Pointer
+
+func (m *cmem) str(s string) *C.char {
+	p := C.CString(s)
+	*m = append(*m, unsafe.Pointer(p))
+	return p
+}
+
+// bytes returns a C copy of s and its length, so that NUL bytes inside
+// s survive (C.CString would end the text there for the library).
+func (m *cmem) bytes(s string) (*C.char, C.size_t) {
+	if len(s) == 0 {
+		return nil, 0
+	}
+	p := C.CBytes([]byte(s))
+	*m = append(*m, p)
+	return (*C.char)(p), C.size_t(len(s))
+}
+
+func (m *cmem) alloc(n uintptr) unsafe.Pointer {
+	p := C.calloc(1, C.size_t(n))
+	if p == nil {
+		panic("ferrox: out of C memory")
+	}
+	*m = append(*m, p)
+	return p
+}
+
+func (m *cmem) int32s(v []int32) *C.int32_t {
+	if len(v) == 0 {
+		return nil
+	}
+	p := m.alloc(uintptr(len(v)) * 4)
+	copy(unsafe.Slice((*int32)(p), len(v)), v)
+	return (*C.int32_t)(p)
+}
+
+func (m *cmem) free() {
+	for _, p := range *m {
+		C.free(p)
+	}
+	*m = nil
+}
+
+// ---------------------------------------------------------------- model --
+
+// ModelOptions are LoadModel's options; nil means the defaults.
+type ModelOptions struct {
+	// VocabOnly reads metadata and vocabulary only: enough to tokenize,
+	// not to create a Batcher.
+	VocabOnly bool
+}
+
+// Model is a loaded GGUF model (fx_model). Its methods are safe for
+// concurrent use: tokenizer and chat calls are serialized on the model so
+// that the message read after a failure is that failure's
+// (fx_model_errmsg is one per model, not per call).
+type Model struct {
+	mu       sync.Mutex
+	h        *C.fx_model
+	batchers int  // open Batchers; the model is freed after the last
+	closed   bool // Close was called
+}
+
+// LoadModel opens, maps and validates a GGUF file.
+func LoadModel(path string, opts *ModelOptions) (*Model, error) {
+	if VersionMajor() != abiMajor {
+		return nil, &Error{Op: "fx_version_number", Status: ErrUnsupported,
+			Message: "library version " + Version() + " has another ABI major"}
+	}
+	var p C.fx_model_params
+	C.fx_model_params_init(&p)
+	if opts != nil && opts.VocabOnly {
+		p.flags |= C.FX_MODEL_VOCAB_ONLY
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var errbuf [1024]C.char
+	var h *C.fx_model
+	st := Status(C.fx_model_load(cpath, &p, &h, &errbuf[0], C.size_t(len(errbuf))))
+	if st != StatusOK {
+		return nil, &Error{Op: "fx_model_load", Status: st, Message: C.GoString(&errbuf[0])}
+	}
+	m := &Model{h: h}
+	runtime.SetFinalizer(m, (*Model).Close)
+	return m, nil
+}
+
+// Close releases the model. With Batchers still open on it, the memory
+// is freed when the last of them closes. Closing twice is a no-op.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	m.maybeFree()
+	return nil
+}
+
+// maybeFree frees the handle once the model is closed and unused. The
+// count lives here rather than in the C library (where fx_model_free on a
+// model in use only marks it) because that mark is not atomic against a
+// batcher being freed on another goroutine.
+func (m *Model) maybeFree() {
+	if m.closed && m.batchers == 0 && m.h != nil {
+		C.fx_model_free(m.h)
+		m.h = nil
+		runtime.SetFinalizer(m, nil)
+	}
+}
+
+var errClosed = &Error{Op: "ferrox", Status: ErrInvalidArg, Message: "the handle is closed"}
+
+// call runs f with the handle under the model's lock; a status other than
+// OK or one in ok becomes an *Error with the model's message.
+func (m *Model) call(op string, f func(h *C.fx_model) C.fx_status, ok ...Status) (Status, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrInvalidArg, errClosed
+	}
+	st := Status(f(m.h))
+	if st == StatusOK {
+		return st, nil
+	}
+	for _, o := range ok {
+		if st == o {
+			return st, nil
+		}
+	}
+	return st, &Error{Op: op, Status: st, Message: C.GoString(C.fx_model_errmsg(m.h))}
+}
+
+// ModelInfo is what the file says about the model (fx_model_info).
+type ModelInfo struct {
+	Arch, Name                         string
+	GGUFVersion                        uint32
+	VocabOnly                          bool
+	NVocab, NCtxTrain, NEmbd, NLayer   uint32
+	NHead, NHeadKV, NFF, NRot          uint32
+	RopeFreqBase, RMSNormEps           float32
+	NParams, NTensors, NMeta, FileSize uint64
+}
+
+// Info returns the model's hyperparameters.
+func (m *Model) Info() (ModelInfo, error) {
+	var i C.fx_model_info
+	C.fx_model_info_init(&i)
+	var out ModelInfo
+	_, err := m.call("fx_model_get_info", func(h *C.fx_model) C.fx_status {
+		st := C.fx_model_get_info(h, &i)
+		// The strings live as long as the model: copy them under the lock.
+		out = ModelInfo{
+			Arch: C.GoString(i.arch), Name: C.GoString(i.name),
+			GGUFVersion: uint32(i.gguf_version), VocabOnly: i.vocab_only != 0,
+			NVocab: uint32(i.n_vocab), NCtxTrain: uint32(i.n_ctx_train),
+			NEmbd: uint32(i.n_embd), NLayer: uint32(i.n_layer),
+			NHead: uint32(i.n_head), NHeadKV: uint32(i.n_head_kv),
+			NFF: uint32(i.n_ff), NRot: uint32(i.n_rot),
+			RopeFreqBase: float32(i.rope_freq_base), RMSNormEps: float32(i.rms_norm_eps),
+			NParams: uint64(i.n_params), NTensors: uint64(i.n_tensors),
+			NMeta: uint64(i.n_meta), FileSize: uint64(i.file_size),
+		}
+		return st
+	})
+	return out, err
+}
+
+// VocabSize is the number of tokens in the vocabulary.
+func (m *Model) VocabSize() int {
+	var n C.uint32_t
+	m.call("fx_model_vocab_size", func(h *C.fx_model) C.fx_status {
+		n = C.fx_model_vocab_size(h)
+		return C.FX_OK
+	})
+	return int(n)
+}
+
+// SpecialToken identifies a special token (fx_special_token).
+type SpecialToken int
+
+// The special tokens of ferrox.h.
+const (
+	TokenBOS SpecialToken = iota
+	TokenEOS
+	TokenUNK
+	TokenSEP
+	TokenPAD
+	TokenEOT
+	TokenEOM
+	TokenMask
+)
+
+// SpecialToken returns the id of a special token, and false when the
+// vocabulary has none.
+func (m *Model) SpecialToken(which SpecialToken) (int32, bool) {
+	var t C.int32_t = -1
+	m.call("fx_model_special_token", func(h *C.fx_model) C.fx_status {
+		t = C.fx_model_special_token(h, C.fx_special_token(which))
+		return C.FX_OK
+	})
+	return int32(t), t >= 0
+}
+
+// IsEOG reports whether generation stops at this token (EOS, EOT, EOM).
+func (m *Model) IsEOG(token int32) bool {
+	var r C.int
+	m.call("fx_token_is_eog", func(h *C.fx_model) C.fx_status {
+		r = C.fx_token_is_eog(h, C.int32_t(token))
+		return C.FX_OK
+	})
+	return r != 0
+}
+
+// TokenizeFlags are fx_tokenize's flags.
+type TokenizeFlags uint32
+
+const (
+	// AddSpecial adds BOS/EOS where the vocabulary asks for them.
+	AddSpecial TokenizeFlags = C.FX_TOKENIZE_ADD_SPECIAL
+	// ParseSpecial turns special-token text into the special token.
+	ParseSpecial TokenizeFlags = C.FX_TOKENIZE_PARSE_SPECIAL
+)
+
+// Tokenize turns text into token ids.
+func (m *Model) Tokenize(text string, flags TokenizeFlags) ([]int32, error) {
+	var mem cmem
+	defer mem.free()
+	ctext, clen := mem.bytes(text)
+	toks := make([]int32, len(text)+4) // rarely more tokens than bytes
+	for {
+		var n C.size_t
+		st, err := m.call("fx_tokenize", func(h *C.fx_model) C.fx_status {
+			return C.fx_tokenize(h, ctext, clen, C.uint32_t(flags),
+				(*C.int32_t)(unsafe.Pointer(&toks[0])), C.size_t(len(toks)), &n)
+		}, ErrBufferTooSmall)
+		if err != nil {
+			return nil, err
+		}
+		if st == StatusOK {
+			return toks[:n], nil
+		}
+		toks = make([]int32, n)
+	}
+}
+
+// DetokenizeFlags are the flags of TokenToPiece and Detokenize.
+type DetokenizeFlags uint32
+
+const (
+	// RemoveSpecial drops a leading BOS and trailing EOS the vocabulary adds.
+	RemoveSpecial DetokenizeFlags = C.FX_DETOKENIZE_REMOVE_SPECIAL
+	// RenderSpecial writes the text of control tokens ("<s>").
+	RenderSpecial DetokenizeFlags = C.FX_DETOKENIZE_RENDER_SPECIAL
+)
+
+// sized calls a fill-a-buffer C function, once more if the first buffer
+// was too small (the call reports the size it needs).
+func (m *Model) sized(op string, f func(h *C.fx_model, buf *C.char, cap C.size_t, n *C.size_t) C.fx_status) ([]byte, error) {
+	buf := make([]byte, 256)
+	for {
+		var n C.size_t
+		st, err := m.call(op, func(h *C.fx_model) C.fx_status {
+			return f(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+		}, ErrBufferTooSmall)
+		if err != nil {
+			return nil, err
+		}
+		if st == StatusOK {
+			return buf[:n], nil
+		}
+		buf = make([]byte, n+1)
+	}
+}
+
+// TokenToPiece returns the bytes one token stands for (possibly part of a
+// UTF-8 character). Only RenderSpecial applies.
+func (m *Model) TokenToPiece(token int32, flags DetokenizeFlags) ([]byte, error) {
+	return m.sized("fx_token_to_piece", func(h *C.fx_model, buf *C.char, cap C.size_t, n *C.size_t) C.fx_status {
+		return C.fx_token_to_piece(h, C.int32_t(token), C.uint32_t(flags), buf, cap, n)
+	})
+}
+
+// Detokenize returns the text of a token sequence.
+func (m *Model) Detokenize(tokens []int32, flags DetokenizeFlags) (string, error) {
+	var p *C.int32_t
+	if len(tokens) > 0 {
+		p = (*C.int32_t)(unsafe.Pointer(&tokens[0]))
+	}
+	b, err := m.sized("fx_detokenize", func(h *C.fx_model, buf *C.char, cap C.size_t, n *C.size_t) C.fx_status {
+		return C.fx_detokenize(h, p, C.size_t(len(tokens)), C.uint32_t(flags), buf, cap, n)
+	})
+	return string(b), err
+}
+
+// ----------------------------------------------------------------- chat --
+
+// ChatMessage is one turn of a conversation.
+type ChatMessage struct {
+	Role    string // "system", "user" or "assistant"
+	Content string
+}
+
+// ChatFlags are fx_chat_apply's flags.
+type ChatFlags uint32
+
+const (
+	// ChatAddAssistant ends with the assistant turn opener
+	// (add_generation_prompt).
+	ChatAddAssistant ChatFlags = C.FX_CHAT_ADD_ASSISTANT
+	// ChatWithBOS keeps the template's leading BOS text.
+	ChatWithBOS ChatFlags = C.FX_CHAT_WITH_BOS
+)
+
+func chatMessages(mem *cmem, msgs []ChatMessage) (*C.fx_chat_message, C.size_t) {
+	if len(msgs) == 0 {
+		return nil, 0
+	}
+	arr := (*C.fx_chat_message)(mem.alloc(uintptr(len(msgs)) * C.sizeof_fx_chat_message))
+	s := unsafe.Slice(arr, len(msgs))
+	for i, msg := range msgs {
+		s[i].role = mem.str(msg.Role)
+		// An explicit length, so that a NUL inside the content is reported
+		// (ErrInvalidArg) instead of silently cutting the text; an empty
+		// content keeps length 0, which means NUL-terminated.
+		s[i].content, s[i].content_len = mem.bytes(msg.Content)
+		if s[i].content == nil {
+			s[i].content = mem.str("")
+		}
+	}
+	return arr, C.size_t(len(msgs))
+}
+
+func optString(mem *cmem, s string) *C.char {
+	if s == "" {
+		return nil
+	}
+	return mem.str(s)
+}
+
+// ApplyChatTemplate renders a conversation with the model's chat template
+// (tmpl "") or with tmpl: a family name such as "chatml", or template
+// text.
+func (m *Model) ApplyChatTemplate(tmpl string, msgs []ChatMessage, flags ChatFlags) (string, error) {
+	var mem cmem
+	defer mem.free()
+	arr, n := chatMessages(&mem, msgs)
+	ct := optString(&mem, tmpl)
+	b, err := m.sized("fx_chat_apply", func(h *C.fx_model, buf *C.char, cap C.size_t, needed *C.size_t) C.fx_status {
+		return C.fx_chat_apply(h, ct, arr, n, C.uint32_t(flags), buf, cap, needed)
+	})
+	if err != nil {
+		return "", err
+	}
+	return string(b[:len(b)-1]), nil // needed counts the NUL
+}
+
+// ChatFamily names the family of the model's template (tmpl "") or of
+// tmpl.
+func (m *Model) ChatFamily(tmpl string) (string, error) {
+	var mem cmem
+	defer mem.free()
+	ct := optString(&mem, tmpl)
+	var fam *C.char
+	_, err := m.call("fx_chat_detect", func(h *C.fx_model) C.fx_status {
+		return C.fx_chat_detect(h, ct, &fam)
+	})
+	if err != nil {
+		return "", err
+	}
+	return C.GoString(fam), nil
+}
+
+// ChatStopTokens returns the token ids that end an assistant turn under
+// the chat template (tmpl as for ApplyChatTemplate).
+func (m *Model) ChatStopTokens(tmpl string) ([]int32, error) {
+	var mem cmem
+	defer mem.free()
+	ct := optString(&mem, tmpl)
+	ids := make([]int32, 8)
+	for {
+		var n C.size_t
+		st, err := m.call("fx_model_chat_stop_tokens", func(h *C.fx_model) C.fx_status {
+			return C.fx_model_chat_stop_tokens(h, ct, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), &n)
+		}, ErrBufferTooSmall)
+		if err != nil {
+			return nil, err
+		}
+		if st == StatusOK {
+			return ids[:n], nil
+		}
+		ids = make([]int32, n)
+	}
+}
+
+// ApplyChatTemplate renders a conversation without a model: tmpl is a
+// family name (see ChatFamilies) or template text.
+func ApplyChatTemplate(tmpl string, msgs []ChatMessage, flags ChatFlags) (string, error) {
+	var mem cmem
+	defer mem.free()
+	arr, n := chatMessages(&mem, msgs)
+	ct := mem.str(tmpl)
+	var errbuf [1024]C.char
+	buf := make([]byte, 1024)
+	for {
+		var needed C.size_t
+		st := Status(C.fx_chat_apply_template(ct, arr, n, C.uint32_t(flags),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed,
+			&errbuf[0], C.size_t(len(errbuf))))
+		switch st {
+		case StatusOK:
+			return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), nil
+		case ErrBufferTooSmall:
+			buf = make([]byte, needed)
+		default:
+			return "", &Error{Op: "fx_chat_apply_template", Status: st, Message: C.GoString(&errbuf[0])}
+		}
+	}
+}
+
+// ChatFamilies lists the template families ApplyChatTemplate accepts by
+// name.
+func ChatFamilies() []string {
+	n := int(C.fx_chat_family_count())
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, C.GoString(C.fx_chat_family_name(C.size_t(i))))
+	}
+	return out
+}

@@ -1,0 +1,3 @@
+module ferrox
+
+go 1.19

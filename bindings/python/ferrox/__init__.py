@@ -1,0 +1,924 @@
+"""Python binding of ferrox (ctypes over the C API in include/ferrox.h).
+
+    import ferrox
+    with ferrox.Model("model.gguf") as model, ferrox.Batcher(model) as b:
+        row = b.submit("Once upon a time", max_tokens=32, seed=42)
+        for event in row:                     # steps the batcher as needed
+            if isinstance(event, ferrox.Text):
+                print(event.text, end="")
+
+    # or, inside asyncio, cooperatively:
+    async for event in row: ...
+
+Ownership: Model, Batcher, Row and Lease each own one C handle and release
+it in close()/release() (also via `with`). Closing twice is harmless. A
+handle dropped without closing is reclaimed by the garbage collector as a
+safety net: a Model or Batcher is freed there directly (nothing else can be
+using it), while a Row or Lease only queues itself and the batcher
+releases it at its next step, because the collector may run on any thread
+and the batcher's calls must stay on one thread at a time.
+
+Threads: no thread is ever started by the binding. Batcher calls are
+serialized by a lock (the C library requires one thread at a time), except
+Row.cancel(), which may be called from any thread at any time, even while
+another thread is inside step(), as fx_cancel allows.
+"""
+
+import asyncio
+import collections
+import ctypes
+import dataclasses
+import enum
+import itertools
+import os
+import threading
+from typing import Optional, Sequence, Tuple, Union
+
+from . import _capi
+from ._capi import lib
+
+__all__ = [
+    "Status", "Finish", "SpecialToken", "FerroxError", "Model", "ModelInfo",
+    "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
+    "Completion", "apply_chat_template", "chat_families",
+    "detect_chat_template", "version",
+]
+
+
+class Status(enum.IntEnum):
+    """fx_status: every fallible call's result (values fixed forever)."""
+    OK = 0
+    INVALID_ARG = 1
+    NOMEM = 2
+    IO = 3
+    UNSUPPORTED = 4
+    TRUNCATED = 5
+    BAD_MAGIC = 6
+    BAD_VERSION = 7
+    TOO_LARGE = 8
+    BAD_TYPE = 9
+    BAD_TENSOR = 10
+    BAD_OFFSET = 11
+    BAD_ALIGNMENT = 12
+    DUPLICATE = 13
+    MISSING = 14
+    BAD_SHAPE = 15
+    BAD_HPARAMS = 16
+    BUFFER_TOO_SMALL = 17
+    BAD_VOCAB = 18
+    BAD_TEMPLATE = 19
+    STALE_HANDLE = 20
+    REENTRANT = 21
+    NO_ROOM = 22
+    INTERNAL = 23
+    GRAMMAR = 24
+
+
+class Finish(enum.IntEnum):
+    """fx_finish_reason: why a row ended."""
+    NONE = 0
+    EOS = 1
+    STOP = 2
+    LENGTH = 3
+    CANCELLED = 4
+    ERROR = 5
+
+
+class SpecialToken(enum.IntEnum):
+    BOS = 0
+    EOS = 1
+    UNK = 2
+    SEP = 3
+    PAD = 4
+    EOT = 5
+    EOM = 6
+    MASK = 7
+
+
+def _enum(cls, value):
+    # A newer library may append codes this binding does not know yet; they
+    # stay plain ints rather than failing the conversion.
+    try:
+        return cls(value)
+    except ValueError:
+        return value
+
+
+class FerroxError(Exception):
+    """A call failed: `status` is the Status, `message` the library's text
+    (fx_model_errmsg, fx_batcher_errmsg or the errbuf of a load)."""
+
+    def __init__(self, status, message=""):
+        self.status = _enum(Status, status)
+        self.message = message
+        name = lib().fx_status_str(int(status)).decode()
+        super().__init__("%s (%s)%s" % (
+            getattr(self.status, "name", self.status), name,
+            ": " + message if message else ""))
+
+
+def version() -> str:
+    """The linked library's version string, e.g. "0.1.0"."""
+    return lib().fx_version_string().decode()
+
+
+def _text(b: bytes) -> str:
+    # The library promises UTF-8 that never splits a character; "replace"
+    # only guards a host against a library bug turning into an exception in
+    # the middle of its frame loop.
+    return b.decode("utf-8", errors="replace")
+
+
+def _bytes(s) -> bytes:
+    return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
+
+def _errbuf():
+    return ctypes.create_string_buffer(1024)
+
+
+# ---------------------------------------------------------------- events --
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    queue_seconds: float
+    ttft_seconds: float
+    total_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """A chunk of a row's output (never split inside a character)."""
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    """A generated token with its log-probability and the most likely
+    alternatives, most likely first (requests with n_logprobs > 0)."""
+    token: int
+    logprob: float
+    top: Tuple[Tuple[int, float], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """The row ended; always its last event."""
+    finish: Finish
+    status: Status          # why, when finish is Finish.ERROR
+    stop_index: int         # STOP: which stop string; EOS: the token; or -1
+    usage: Usage
+    tokens: Tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """Everything a row produced, from Row.result()."""
+    text: str
+    finish: Finish
+    stop_index: int
+    usage: Usage
+    tokens: Tuple[int, ...]
+    logprobs: Tuple[Token, ...]
+
+
+def _convert(ev: _capi.Event):
+    # Pointers in the event are valid only until the next fx_poll, so
+    # everything is copied out here.
+    if ev.type == _capi.EVENT_TEXT:
+        return Text(_text(ctypes.string_at(ev.text, ev.text_len)
+                          if ev.text_len else b""))
+    if ev.type == _capi.EVENT_TOKEN:
+        top = tuple((ev.top[i].token, ev.top[i].logprob)
+                    for i in range(ev.n_top))
+        return Token(ev.token, ev.logprob, top)
+    if ev.type == _capi.EVENT_DONE:
+        u = ev.usage
+        return Done(_enum(Finish, ev.finish), _enum(Status, ev.status),
+                    ev.stop_index,
+                    Usage(u.prompt_tokens, u.cached_tokens,
+                          u.completion_tokens, u.queue_seconds,
+                          u.ttft_seconds, u.total_seconds),
+                    tuple(ev.tokens[:ev.n_tokens]) if ev.n_tokens else ())
+    return None
+
+
+# ----------------------------------------------------------------- model --
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    arch: str
+    name: str
+    gguf_version: int
+    vocab_only: bool
+    n_vocab: int
+    n_ctx_train: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_rot: int
+    rope_freq_base: float
+    rms_norm_eps: float
+    n_params: int
+    n_tensors: int
+    n_meta: int
+    file_size: int
+
+
+def _messages(messages):
+    """Chat messages as a ctypes array, plus the byte strings it points to
+    (returned so that they outlive the call)."""
+    keep = []
+    arr = (_capi.ChatMessage * len(messages))()
+    for i, m in enumerate(messages):
+        role, content = ((m["role"], m["content"]) if isinstance(m, dict)
+                         else m)
+        r, c = _bytes(role), _bytes(content)
+        keep += [r, c]
+        # An explicit length, so that a NUL inside content is reported
+        # (FX_ERR_INVALID_ARG) instead of silently cutting the text.
+        arr[i] = _capi.ChatMessage(r, c, len(c))
+        if not c:
+            # content_len 0 means "NUL-terminated", which b"" also is.
+            arr[i].content_len = 0
+    return arr, keep
+
+
+def _chat_flags(add_assistant, with_bos):
+    return ((_capi.CHAT_ADD_ASSISTANT if add_assistant else 0)
+            | (_capi.CHAT_WITH_BOS if with_bos else 0))
+
+
+class Model:
+    """A loaded GGUF model (fx_model). Close it, or use `with`.
+
+    Tokenizer and chat calls may come from several threads; they are
+    serialized on the model so that the error message read after a failure
+    belongs to that failure (fx_model_errmsg is per model, not per call).
+    """
+
+    def __init__(self, path, *, vocab_only: bool = False):
+        L = lib()
+        params = _capi.ModelParams()
+        L.fx_model_params_init(ctypes.byref(params))
+        if vocab_only:
+            params.flags |= _capi.MODEL_VOCAB_ONLY
+        out = ctypes.c_void_p()
+        err = _errbuf()
+        st = L.fx_model_load(os.fsencode(os.fspath(path)),
+                             ctypes.byref(params), ctypes.byref(out), err,
+                             len(err))
+        if st != Status.OK:
+            raise FerroxError(st, _text(err.value))
+        self._handle = out.value
+        self._lock = threading.Lock()
+        # Batchers open on this model. fx_model_free with batchers alive
+        # only marks the model, but that mark is not atomic against a
+        # batcher being freed on another thread, so the binding keeps the
+        # count itself and frees the model after the last batcher.
+        self._batchers = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """Releases the model (after the last batcher using it closes)."""
+        with self._lock:
+            self._closed = True
+            self._maybe_free()
+
+    def _maybe_free(self):
+        if self._closed and self._batchers == 0 and self._handle:
+            lib().fx_model_free(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Safety net only (see the module docstring); a Batcher keeps its
+        # Model alive, so this never runs while one uses the handle.
+        if getattr(self, "_handle", None):
+            lib().fx_model_free(self._handle)
+            self._handle = None
+
+    def _check(self):
+        if self._closed:
+            raise ValueError("ferrox: the model is closed")
+
+    def _call(self, fn, *args, ok=(Status.OK,)):
+        """fn(handle, *args) under the model's lock; a status outside `ok`
+        raises with the model's message, read under the same lock."""
+        with self._lock:
+            self._check()
+            st = fn(self._handle, *args)
+            if st not in ok:
+                raise FerroxError(st, _text(
+                    lib().fx_model_errmsg(self._handle)))
+            return st
+
+    @property
+    def info(self) -> ModelInfo:
+        L = lib()
+        i = _capi.ModelInfo()
+        L.fx_model_info_init(ctypes.byref(i))
+        self._call(L.fx_model_get_info, ctypes.byref(i))
+        return ModelInfo(
+            _text(i.arch or b""), _text(i.name or b""), i.gguf_version,
+            bool(i.vocab_only), i.n_vocab, i.n_ctx_train, i.n_embd,
+            i.n_layer, i.n_head, i.n_head_kv, i.n_ff, i.n_rot,
+            i.rope_freq_base, i.rms_norm_eps, i.n_params, i.n_tensors,
+            i.n_meta, i.file_size)
+
+    @property
+    def vocab_size(self) -> int:
+        self._check()
+        return lib().fx_model_vocab_size(self._handle)
+
+    def special_token(self, which: SpecialToken) -> Optional[int]:
+        """The id of a special token, or None if the vocabulary has none."""
+        self._check()
+        t = lib().fx_model_special_token(self._handle, int(which))
+        return None if t < 0 else t
+
+    def is_eog(self, token: int) -> bool:
+        self._check()
+        return bool(lib().fx_token_is_eog(self._handle, token))
+
+    def token_type(self, token: int) -> int:
+        self._check()
+        return lib().fx_token_type(self._handle, token)
+
+    def tokenize(self, text: Union[str, bytes], *, add_special: bool = True,
+                 parse_special: bool = False) -> list:
+        data = _bytes(text)
+        flags = ((_capi.TOKENIZE_ADD_SPECIAL if add_special else 0)
+                 | (_capi.TOKENIZE_PARSE_SPECIAL if parse_special else 0))
+        n = ctypes.c_size_t()
+        cap = len(data) + 4  # rarely more tokens than bytes; else retried
+        while True:
+            buf = (ctypes.c_int32 * cap)()
+            st = self._call(lib().fx_tokenize, data, len(data), flags, buf,
+                            cap, ctypes.byref(n),
+                            ok=(Status.OK, Status.BUFFER_TOO_SMALL))
+            if st == Status.OK:
+                return buf[:n.value]
+            cap = n.value
+
+    def _sized_bytes(self, fn, *args) -> bytes:
+        """Calls a fill-a-buffer function twice at most: the first call
+        reports the size needed when the guess was too small."""
+        n = ctypes.c_size_t()
+        cap = 256
+        while True:
+            buf = ctypes.create_string_buffer(cap)
+            st = self._call(fn, *args, buf, cap, ctypes.byref(n),
+                            ok=(Status.OK, Status.BUFFER_TOO_SMALL))
+            if st == Status.OK:
+                return buf.raw[:n.value]
+            cap = n.value
+
+    def token_to_piece(self, token: int, *,
+                       render_special: bool = False) -> bytes:
+        """The bytes of one token (possibly part of a UTF-8 character)."""
+        flags = _capi.DETOKENIZE_RENDER_SPECIAL if render_special else 0
+        return self._sized_bytes(lib().fx_token_to_piece, token, flags)
+
+    def detokenize_bytes(self, tokens: Sequence[int], *,
+                         remove_special: bool = False,
+                         render_special: bool = False) -> bytes:
+        flags = ((_capi.DETOKENIZE_REMOVE_SPECIAL if remove_special else 0)
+                 | (_capi.DETOKENIZE_RENDER_SPECIAL if render_special else 0))
+        arr = (ctypes.c_int32 * len(tokens))(*tokens)
+        return self._sized_bytes(lib().fx_detokenize, arr, len(tokens),
+                                 flags)
+
+    def detokenize(self, tokens: Sequence[int], **kw) -> str:
+        return _text(self.detokenize_bytes(tokens, **kw))
+
+    def apply_chat_template(self, messages, *, template: str = None,
+                            add_assistant: bool = False,
+                            with_bos: bool = False) -> str:
+        """Renders messages ([{"role": ..., "content": ...}] or (role,
+        content) pairs) with the model's template, or with `template` (a
+        family name such as "chatml", or template text)."""
+        arr, _keep = _messages(messages)
+        tmpl = _bytes(template) if template is not None else None
+        needed = ctypes.c_size_t()
+        cap = 1024
+        while True:
+            buf = ctypes.create_string_buffer(cap)
+            st = self._call(lib().fx_chat_apply, tmpl, arr, len(arr),
+                            _chat_flags(add_assistant, with_bos), buf, cap,
+                            ctypes.byref(needed),
+                            ok=(Status.OK, Status.BUFFER_TOO_SMALL))
+            if st == Status.OK:
+                return _text(buf.value)
+            cap = needed.value
+
+    def chat_family(self, template: str = None) -> str:
+        """The chat-template family of the model's template (or of
+        `template`), e.g. "llama2"."""
+        fam = ctypes.c_char_p()
+        self._call(lib().fx_chat_detect,
+                   _bytes(template) if template is not None else None,
+                   ctypes.byref(fam))
+        return fam.value.decode()
+
+    def chat_stop_tokens(self, template: str = None) -> list:
+        """Token ids that end an assistant turn under the chat template."""
+        tmpl = _bytes(template) if template is not None else None
+        n = ctypes.c_size_t()
+        cap = 8
+        while True:
+            ids = (ctypes.c_int32 * cap)()
+            st = self._call(lib().fx_model_chat_stop_tokens, tmpl, ids, cap,
+                            ctypes.byref(n),
+                            ok=(Status.OK, Status.BUFFER_TOO_SMALL))
+            if st == Status.OK:
+                return ids[:n.value]
+            cap = n.value
+
+
+def apply_chat_template(template: str, messages, *,
+                        add_assistant: bool = False,
+                        with_bos: bool = False) -> str:
+    """Renders a conversation without a model: `template` is a family name
+    (see chat_families()) or template text."""
+    L = lib()
+    arr, _keep = _messages(messages)
+    needed = ctypes.c_size_t()
+    err = _errbuf()
+    cap = 1024
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        st = L.fx_chat_apply_template(_bytes(template), arr, len(arr),
+                                      _chat_flags(add_assistant, with_bos),
+                                      buf, cap, ctypes.byref(needed), err,
+                                      len(err))
+        if st == Status.OK:
+            return _text(buf.value)
+        if st != Status.BUFFER_TOO_SMALL:
+            raise FerroxError(st, _text(err.value))
+        cap = needed.value
+
+
+def detect_chat_template(template: str) -> str:
+    """The family name of a template text (or of a family name)."""
+    fam = ctypes.c_char_p()
+    st = lib().fx_chat_detect(None, _bytes(template), ctypes.byref(fam))
+    if st != Status.OK:
+        raise FerroxError(st, "template not recognized")
+    return fam.value.decode()
+
+
+def chat_families() -> list:
+    L = lib()
+    return [L.fx_chat_family_name(i).decode()
+            for i in range(L.fx_chat_family_count())]
+
+
+# --------------------------------------------------------------- batcher --
+
+class _RowState:
+    """The batcher's side of a row: its handle and undelivered events.
+    Kept apart from Row so that the batcher never keeps a Row alive, and a
+    Row dropped by the host can be noticed (Row.__del__)."""
+    __slots__ = ("uid", "handle", "events", "ended")
+
+    def __init__(self, uid, handle):
+        self.uid = uid  # the request's user pointer, which routes events
+        self.handle = handle
+        self.events = collections.deque()
+        # True once the row's DONE was polled or the row was released:
+        # its C handle is stale from then on.
+        self.ended = False
+
+
+class Batcher:
+    """Rows in flight over one model (fx_batcher). Close it, or use `with`.
+
+    Keyword arguments left at None keep the library's defaults
+    (fx_batcher_params_init).
+    """
+
+    def __init__(self, model: Model, *, max_rows: int = None,
+                 max_step_tokens: int = None, n_ctx: int = None,
+                 block_tokens: int = None, kv_bytes: int = None,
+                 n_threads: int = None, prefix_cache: bool = True,
+                 fast: bool = False):
+        L = lib()
+        p = _capi.BatcherParams()
+        L.fx_batcher_params_init(ctypes.byref(p))
+        for name, value in (("max_rows", max_rows),
+                            ("max_step_tokens", max_step_tokens),
+                            ("n_ctx", n_ctx), ("block_tokens", block_tokens),
+                            ("kv_bytes", kv_bytes), ("n_threads", n_threads)):
+            if value is not None:
+                setattr(p, name, value)
+        if not prefix_cache:
+            p.flags |= _capi.BATCHER_NO_PREFIX_CACHE
+        if fast:
+            p.flags |= _capi.BATCHER_FAST
+        self._handle = None
+        out = ctypes.c_void_p()
+        err = _errbuf()
+        # Under the model's lock: creating and freeing batchers updates a
+        # plain counter inside the C model.
+        with model._lock:
+            model._check()
+            st = L.fx_batcher_create(model._handle, ctypes.byref(p),
+                                     ctypes.byref(out), err, len(err))
+            if st == Status.OK:
+                model._batchers += 1
+        if st != Status.OK:
+            raise FerroxError(st, _text(err.value))
+        self._model = model
+        self._handle = out.value
+        # _lock: the one-thread-at-a-time rule for every call but
+        # fx_cancel. _free_lock: fx_cancel runs outside _lock (it may
+        # overlap fx_step) but never after fx_batcher_free.
+        self._lock = threading.RLock()
+        self._free_lock = threading.Lock()
+        self._rows = {}  # request user id -> _RowState
+        self._ids = itertools.count(1)  # 0 would be a NULL user pointer
+        # Rows and leases dropped without release(), left by __del__ for
+        # the batcher's own thread (list.append is atomic under the GIL).
+        self._orphan_rows = []
+        self._orphan_leases = []
+
+    def close(self) -> None:
+        """Ends every row without events and frees the batcher."""
+        model = self._model
+        with self._lock, self._free_lock, model._lock:
+            if self._handle is None:
+                return
+            lib().fx_batcher_free(self._handle)
+            self._handle = None
+            for state in self._rows.values():
+                state.ended = True
+            self._rows.clear()
+            model._batchers -= 1
+            model._maybe_free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self.close()
+
+    def _check(self):
+        if self._handle is None:
+            raise ValueError("ferrox: the batcher is closed")
+
+    def _fail(self, st):
+        raise FerroxError(st, _text(lib().fx_batcher_errmsg(self._handle)))
+
+    @property
+    def pending(self) -> int:
+        """Rows queued or running."""
+        with self._lock:
+            self._check()
+            return lib().fx_batcher_pending(self._handle)
+
+    def submit(self, prompt: Union[str, bytes, Sequence[int]], *,
+               max_tokens: int = None, temperature: float = None,
+               top_k: int = None, top_p: float = None, min_p: float = None,
+               typical_p: float = None, seed: int = None,
+               repeat_penalty: float = None, presence_penalty: float = None,
+               frequency_penalty: float = None, penalty_last_n: int = None,
+               stop: Sequence[str] = (), stop_tokens: Sequence[int] = (),
+               logit_bias: dict = None, grammar: str = None,
+               grammar_root: str = None, json: bool = False,
+               n_logprobs: int = None, ignore_eos: bool = False,
+               parse_special: bool = False, no_bos: bool = False,
+               lease: "Lease" = None) -> "Row":
+        """Queues a request (text, or a list of token ids) and returns its
+        Row at once. None keeps the library's default for that setting.
+        Raises FerroxError (e.g. Status.GRAMMAR for a grammar that does not
+        compile, with the line and column in the message)."""
+        L = lib()
+        r = _capi.Request()
+        L.fx_request_init(ctypes.byref(r))
+        # Every ctypes object the request points to stays referenced by a
+        # local until fx_submit returns; the library copies them all.
+        if isinstance(prompt, (str, bytes, bytearray)):
+            text = _bytes(prompt)
+            r.prompt, r.prompt_len = text, len(text)
+        else:
+            toks = (ctypes.c_int32 * len(prompt))(*prompt)
+            r.prompt_tokens, r.n_prompt_tokens = toks, len(prompt)
+        for name, value in (("max_tokens", max_tokens),
+                            ("temperature", temperature), ("top_k", top_k),
+                            ("top_p", top_p), ("min_p", min_p),
+                            ("typical_p", typical_p), ("seed", seed),
+                            ("repeat_penalty", repeat_penalty),
+                            ("presence_penalty", presence_penalty),
+                            ("frequency_penalty", frequency_penalty),
+                            ("penalty_last_n", penalty_last_n),
+                            ("n_logprobs", n_logprobs)):
+            if value is not None:
+                setattr(r, name, value)
+        stops = [_bytes(s) for s in stop]
+        stop_arr = (ctypes.c_char_p * len(stops))(*stops)
+        if stops:
+            r.stop, r.n_stop = stop_arr, len(stops)
+        stop_tok = (ctypes.c_int32 * len(stop_tokens))(*stop_tokens)
+        if stop_tokens:
+            r.stop_tokens, r.n_stop_tokens = stop_tok, len(stop_tokens)
+        bias = logit_bias or {}
+        bias_arr = (_capi.LogitBias * len(bias))(*bias.items())
+        if bias:
+            r.logit_bias, r.n_logit_bias = bias_arr, len(bias)
+        if grammar is not None:
+            g = _bytes(grammar)
+            r.grammar, r.grammar_len = g, len(g)
+        if grammar_root is not None:
+            r.grammar_root = _bytes(grammar_root)
+        r.flags |= ((_capi.REQUEST_JSON if json else 0)
+                    | (_capi.REQUEST_IGNORE_EOS if ignore_eos else 0)
+                    | (_capi.REQUEST_PARSE_SPECIAL if parse_special else 0)
+                    | (_capi.REQUEST_NO_BOS if no_bos else 0))
+        with self._lock:
+            self._check()
+            if lease is not None:
+                r.lease = lease._live_handle(self)
+            uid = next(self._ids)
+            r.user = uid
+            out = ctypes.c_void_p()
+            st = L.fx_submit(self._handle, ctypes.byref(r), ctypes.byref(out))
+            if st != Status.OK:
+                self._fail(st)
+            state = _RowState(uid, out.value)
+            self._rows[uid] = state
+            return Row(self, state)
+
+    def lease(self, text: Union[str, bytes], *, parse_special: bool = False,
+              no_bos: bool = False) -> "Lease":
+        """Pins a prefix many rows share (fx_lease_create); it is computed
+        by the following steps. Pass it to submit(lease=...)."""
+        data = _bytes(text)
+        flags = ((_capi.REQUEST_PARSE_SPECIAL if parse_special else 0)
+                 | (_capi.REQUEST_NO_BOS if no_bos else 0))
+        with self._lock:
+            self._check()
+            out = ctypes.c_void_p()
+            st = lib().fx_lease_create(self._handle, data, len(data), flags,
+                                       ctypes.byref(out))
+            if st != Status.OK:
+                self._fail(st)
+            return Lease(self, out.value)
+
+    def _release_orphans(self):
+        L = lib()
+        while self._orphan_rows:
+            state = self._orphan_rows.pop()
+            if not state.ended:
+                state.ended = True
+                self._rows.pop(state.uid, None)
+                L.fx_row_release(self._handle, state.handle)
+        while self._orphan_leases:
+            L.fx_lease_release(self._handle, self._orphan_leases.pop())
+
+    def _dispatch(self):
+        L = lib()
+        ev = _capi.Event()
+        while L.fx_poll(self._handle, ctypes.byref(ev)):
+            state = self._rows.get(ev.user)
+            if state is None:
+                continue  # a row released after the event was queued
+            converted = _convert(ev)
+            if converted is None:
+                continue  # an event type newer than this binding
+            state.events.append(converted)
+            if isinstance(converted, Done):
+                state.ended = True
+                del self._rows[ev.user]
+
+    def step(self) -> None:
+        """One bounded tick (fx_step); the events it produces are routed to
+        their rows. Raises FerroxError on a batcher-wide failure."""
+        with self._lock:
+            self._check()
+            self._release_orphans()
+            st = lib().fx_step(self._handle)
+            # Events produced before a failure still reach their rows.
+            self._dispatch()
+            if st != Status.OK:
+                self._fail(st)
+
+    def run(self) -> None:
+        """Steps until no row is queued or running."""
+        while self.pending:
+            self.step()
+
+    def _step_for(self, state):
+        """Steps on behalf of a row that has no event waiting."""
+        self.step()
+        if not state.events and not state.ended and self.pending == 0:
+            # Nothing is left to run yet the row never ended: a library
+            # bug. Raising beats spinning the host's loop forever.
+            raise FerroxError(Status.INTERNAL, "row has not ended but the "
+                              "batcher has nothing pending")
+
+    def _cancel(self, state):
+        with self._free_lock:
+            if self._handle is None or state.ended:
+                return
+            st = lib().fx_cancel(self._handle, state.handle)
+        # STALE_HANDLE: the row finished in a step that raced this call; it
+        # has ended either way, which is what the caller asked for.
+        if st not in (Status.OK, Status.STALE_HANDLE):
+            raise FerroxError(st, "fx_cancel failed")
+
+    def _release(self, state):
+        with self._lock:
+            if self._handle is None or state.ended:
+                return
+            state.ended = True
+            state.events.clear()
+            self._rows.pop(state.uid, None)
+            st = lib().fx_row_release(self._handle, state.handle)
+            if st != Status.OK:
+                self._fail(st)
+
+
+class Row:
+    """One request in a batcher. Iterate it (`for ev in row`, or `async
+    for ev in row`) for its events: Text, Token (with n_logprobs) and
+    finally Done. Iterating steps the batcher when the row has no event
+    waiting, which advances every other row too."""
+
+    def __init__(self, batcher: Batcher, state: _RowState):
+        self._batcher = batcher
+        self._state = state
+
+    @property
+    def done(self) -> bool:
+        """True once the row ended (its Done may still be unread)."""
+        return self._state.ended
+
+    def _next(self):
+        state = self._state
+        return state.events.popleft() if state.events else None
+
+    def __iter__(self):
+        return self.events()
+
+    def events(self):
+        """The row's events, stepping the batcher as needed."""
+        while True:
+            ev = self._next()
+            if ev is not None:
+                yield ev
+                if isinstance(ev, Done):
+                    return
+                continue
+            if self._state.ended:
+                return  # released: no more events
+            self._batcher._step_for(self._state)
+
+    def __aiter__(self):
+        return self.stream()
+
+    async def stream(self):
+        """The row's events for asyncio: one step at a time, yielding to
+        the event loop after each (await asyncio.sleep(0)) so other tasks
+        run between steps. No thread is involved; a step blocks the loop
+        for at most one bounded tick (max_step_tokens). Cancelling the task
+        that iterates cancels the row."""
+        try:
+            while True:
+                ev = self._next()
+                if ev is not None:
+                    yield ev
+                    if isinstance(ev, Done):
+                        return
+                    continue
+                if self._state.ended:
+                    return
+                self._batcher._step_for(self._state)
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
+
+    @staticmethod
+    def _collect(events):
+        """(Done or None, text, Token events) from an event iterator."""
+        parts, logprobs = [], []
+        for ev in events:
+            if isinstance(ev, Text):
+                parts.append(ev.text)
+            elif isinstance(ev, Token):
+                logprobs.append(ev)
+            else:
+                return ev, "".join(parts), tuple(logprobs)
+        return None, "".join(parts), tuple(logprobs)
+
+    def _completion(self, done, text, logprobs) -> Completion:
+        if done is None:
+            raise ValueError("ferrox: the row was released before it ended")
+        if done.finish == Finish.ERROR:
+            raise FerroxError(done.status, "the row failed")
+        return Completion(text, done.finish, done.stop_index, done.usage,
+                          done.tokens, logprobs)
+
+    def result(self) -> Completion:
+        """Runs the row to its end and returns what it produced (from the
+        events not yet read). Raises FerroxError if the row failed."""
+        return self._completion(*self._collect(self.events()))
+
+    async def aresult(self) -> Completion:
+        """result() for asyncio, stepping cooperatively like stream()."""
+        parts, logprobs = [], []
+        async for ev in self.stream():
+            if isinstance(ev, Text):
+                parts.append(ev.text)
+            elif isinstance(ev, Token):
+                logprobs.append(ev)
+            else:
+                return self._completion(ev, "".join(parts), tuple(logprobs))
+        return self._completion(None, "", ())
+
+    def cancel(self) -> None:
+        """Asks the row to end (Done with Finish.CANCELLED at the next
+        step, unless it finishes first). Callable from any thread."""
+        self._batcher._cancel(self._state)
+
+    def release(self) -> None:
+        """The host is done with the row: it is cancelled if running and
+        delivers no more events. Calling it again, or after the row ended,
+        does nothing."""
+        self._batcher._release(self._state)
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        state = getattr(self, "_state", None)
+        if state is not None and not state.ended:
+            self._batcher._orphan_rows.append(state)
+
+
+class Lease:
+    """A prefix pinned in the KV cache (fx_lease). Release it, or use
+    `with`; rows already using it are unaffected."""
+
+    def __init__(self, batcher: Batcher, handle):
+        self._batcher = batcher
+        self._handle = handle
+
+    def _live_handle(self, batcher):
+        if self._handle is None:
+            raise ValueError("ferrox: the lease is released")
+        if batcher is not self._batcher:
+            raise ValueError("ferrox: the lease belongs to another batcher")
+        return self._handle
+
+    @property
+    def ready(self) -> bool:
+        """True once the prefix is computed and pinned."""
+        b = self._batcher
+        with b._lock:
+            b._check()
+            return (self._handle is not None
+                    and bool(lib().fx_lease_ready(b._handle, self._handle)))
+
+    def release(self) -> None:
+        b = self._batcher
+        with b._lock:
+            if self._handle is None or b._handle is None:
+                self._handle = None
+                return
+            handle, self._handle = self._handle, None
+            st = lib().fx_lease_release(b._handle, handle)
+            if st != Status.OK:
+                b._fail(st)
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self._batcher._orphan_leases.append(self._handle)
