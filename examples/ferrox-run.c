@@ -5,7 +5,8 @@
  *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
  *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
  *              [--stop S]... [--ids] [--fast]
- *              [--grammar-file F | --json] [--repeat-penalty R]
+ *              [--grammar-file F | --json | --json-schema F]
+ *              [--repeat-penalty R]
  *              [--typical-p P]
  *              [--chat [--system S] [--template NAME]]
  *
@@ -21,8 +22,10 @@
  * optional --system message; the template's end-of-turn tokens stop.
  *
  * --grammar-file: a GBNF grammar (llama.cpp's dialect, root rule "root")
- * the output must match; --json: any JSON value. A grammar that does not
- * compile is reported with its line and column, and the exit status is 1.
+ * the output must match; --json: any JSON value; --json-schema: a JSON
+ * Schema file, converted with fx_json_schema_to_grammar. A grammar that
+ * does not compile is reported with its line and column (a schema outside
+ * the subset with where it is), and the exit status is 1.
  */
 #include <ferrox.h>
 
@@ -38,7 +41,7 @@ typedef struct options {
     uint32_t max_tokens, threads, parallel;
     float temperature, top_p, min_p, repeat_penalty, typical_p;
     uint32_t top_k;
-    const char *grammar_file;
+    const char *grammar_file, *schema_file;
     char *grammar;
     size_t grammar_len;
     int json;
@@ -64,7 +67,8 @@ static int usage(void) {
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
             "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n"
             "         [--chat [--system S] [--template NAME]]\n"
-            "         [--grammar-file F | --json] [--repeat-penalty R]\n"
+            "         [--grammar-file F | --json | --json-schema F]\n"
+            "         [--repeat-penalty R]\n"
             "         [--typical-p P]\n");
     return 2;
 }
@@ -99,6 +103,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--repeat-penalty")) o->repeat_penalty = strtof(v, NULL);
         else if (!strcmp(a, "--typical-p")) o->typical_p = strtof(v, NULL);
         else if (!strcmp(a, "--grammar-file")) o->grammar_file = v;
+        else if (!strcmp(a, "--json-schema")) o->schema_file = v;
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--system")) o->system = v;
         else if (!strcmp(a, "--template")) o->tmpl = v;
@@ -107,7 +112,7 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (!o->model || (!o->prompt == !o->prompts_file) || o->max_tokens == 0 ||
         o->threads == 0 || o->parallel == 0 || ((o->system || o->tmpl) && !o->chat) ||
-        (o->grammar_file && o->json))
+        (!!o->grammar_file + !!o->json + !!o->schema_file > 1))
         return -1;
     return 0;
 }
@@ -242,6 +247,29 @@ int main(int argc, char **argv) {
     if (o.grammar_file && !(o.grammar = read_all(o.grammar_file, &o.grammar_len))) {
         fprintf(stderr, "ferrox-run: cannot read %s\n", o.grammar_file);
         return 1;
+    }
+    if (o.schema_file) {
+        size_t schema_len;
+        char *schema = read_all(o.schema_file, &schema_len);
+        if (!schema) {
+            fprintf(stderr, "ferrox-run: cannot read %s\n", o.schema_file);
+            return 1;
+        }
+        /* Asked for the size first, then written: the usual two calls. */
+        char msg[512];
+        size_t need = 0;
+        fx_status sst = fx_json_schema_to_grammar(schema, schema_len, NULL, 0, &need,
+                                                  msg, sizeof msg);
+        if (sst == FX_ERR_BUFFER_TOO_SMALL && (o.grammar = malloc(need)))
+            sst = fx_json_schema_to_grammar(schema, schema_len, o.grammar, need, NULL,
+                                            msg, sizeof msg);
+        free(schema);
+        if (sst != FX_OK) {
+            fprintf(stderr, "ferrox-run: %s: %s: %s\n", o.schema_file, fx_status_str(sst), msg);
+            free(o.grammar);
+            return 1;
+        }
+        o.grammar_len = need - 1;
     }
     fx_model *model = NULL;
     char err[512];

@@ -543,6 +543,54 @@ static void test_arithmetic_gbnf(void **state) {
     free(g);
 }
 
+/* A tool call's shape, through fx_json_schema_to_grammar: every output is
+ * a whole JSON object (the root ends at its brace, so EOS is forced
+ * there) whose "tool" is one of the enum's names. */
+static const char tool_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"tool\":{\"enum\":[\"get_weather\",\"set_timer\"]},"
+    "\"args\":{\"type\":\"object\",\"properties\":{"
+    "\"city\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"minutes\":{\"type\":\"integer\"}}}},"
+    "\"required\":[\"tool\",\"args\"]}";
+
+static int tool_call_check(const char *s, size_t n) {
+    int c = json_check(s, n);
+    if (c != 2) return c;
+    const char *k = strstr(s, "\"tool\"");
+    if (s[0] != '{' || !k || (size_t)(k - s) > 4) return 0;
+    k += 6;
+    while (*k == ' ' || *k == '\n' || *k == '\t' || *k == ':') k++;
+    return strncmp(k, "\"get_weather\"", 13) == 0 || strncmp(k, "\"set_timer\"", 11) == 0
+               ? 2 : 0;
+}
+
+static void test_json_schema(void **state) {
+    (void)state;
+    if (!spm_path[0] || !gpt2_path[0]) skip();
+    char g[4096], msg[256];
+    size_t need = 0;
+    assert_int_equal(fx_json_schema_to_grammar(tool_schema, 0, NULL, 0, &need, msg, sizeof msg),
+                     FX_ERR_BUFFER_TOO_SMALL);
+    assert_true(need > 1 && need <= sizeof g);
+    assert_int_equal(fx_json_schema_to_grammar(tool_schema, strlen(tool_schema), g, sizeof g,
+                                               NULL, msg, sizeof msg), FX_OK);
+    assert_int_equal(strlen(g) + 1, need);
+    assert_int_equal(run_seeds_biased(spm_path, g, tool_call_check, "tool schema + closers, "
+                                      "llama-spm", json_closers, 3), N_SEEDS);
+    assert_int_equal(run_seeds_biased(gpt2_path, g, tool_call_check, "tool schema + closers, "
+                                      "gpt-2", json_closers, 3), N_SEEDS);
+    /* Errors say what and where, and leave the buffer empty. */
+    assert_int_equal(fx_json_schema_to_grammar("{\"minimum\":1}", 0, g, sizeof g, &need, msg,
+                                               sizeof msg), FX_ERR_INVALID_ARG);
+    assert_string_equal(g, "");
+    assert_non_null(strstr(msg, "unsupported keyword minimum"));
+    assert_int_equal(fx_json_schema_to_grammar(NULL, 0, g, sizeof g, &need, msg, sizeof msg),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_json_schema_to_grammar("{}", 0, NULL, 8, &need, NULL, 0),
+                     FX_ERR_INVALID_ARG);
+}
+
 /* RELIABILITY 25: once the grammar is complete and nothing may follow,
  * the row ends with EOS, even when asked to ignore EOS. */
 static void test_complete_forces_eos(void **state) {
@@ -698,6 +746,7 @@ int main(void) {
         cmocka_unit_test(test_json_flag),
         cmocka_unit_test(test_json_gbnf),
         cmocka_unit_test(test_arithmetic_gbnf),
+        cmocka_unit_test(test_json_schema),
     };
     return cmocka_run_group_tests_name("grammar_batch", tests, setup, teardown);
 }

@@ -4,4 +4,5 @@ list(APPEND FX_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grammar_match.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c
   ${CMAKE_CURRENT_LIST_DIR}/json_doc.c
-  ${CMAKE_CURRENT_LIST_DIR}/json_schema.c)
+  ${CMAKE_CURRENT_LIST_DIR}/json_schema.c
+  ${CMAKE_CURRENT_LIST_DIR}/../api/api_schema.c)

@@ -1,0 +1,46 @@
+/*
+ * Public JSON Schema entry point: argument checks and the buffer contract
+ * of fx_chat_apply_template. The work is in lib/sample/json_schema.c.
+ */
+#include <string.h>
+
+#include "api_internal.h"
+#include "../sample/json_schema.h"
+
+fx_status fx_json_schema_to_grammar(const char *schema, size_t schema_len,
+                                    char *buf, size_t buf_size, size_t *needed,
+                                    char *errbuf, size_t errbuf_size) {
+    fx_error err;
+    fx_error_clear(&err);
+    fx_status st;
+    char *gbnf = NULL;
+    size_t len = 0;
+    if (needed) *needed = 0;
+    if (errbuf && errbuf_size > 0) errbuf[0] = '\0';
+    if (buf && buf_size > 0) buf[0] = '\0';
+    fx_alloc alloc;
+    if (!schema || (!buf && buf_size > 0)) {
+        st = fx_fail(&err, FX_ERR_INVALID_ARG, "json schema: NULL schema, or "
+                     "a NULL buffer with a size");
+    } else if ((st = fx_alloc_init(&alloc, NULL)) == FX_OK) {
+        if (schema_len == 0) schema_len = strlen(schema);
+        st = fx_json_schema_to_gbnf(&alloc, schema, schema_len, &gbnf, &len, &err);
+        if (st == FX_OK) {
+            if (needed) *needed = len + 1;
+            if (len + 1 > buf_size) {
+                st = FX_ERR_BUFFER_TOO_SMALL;
+                fx_fail(&err, st, "json schema: the grammar needs %zu bytes", len + 1);
+            } else {
+                memcpy(buf, gbnf, len + 1);
+            }
+            fx_free(&alloc, gbnf);
+        }
+    }
+    if (st != FX_OK && errbuf && errbuf_size > 0) {
+        size_t n = strlen(err.message);
+        if (n >= errbuf_size) n = errbuf_size - 1;
+        memcpy(errbuf, err.message, n);
+        errbuf[n] = '\0';
+    }
+    return st;
+}

@@ -1,0 +1,62 @@
+# Runs one example program and checks what it printed (tests/ecosystem.cmake).
+#   cmake -DKIND=hello|chat|tool -DPROGRAM=path [-DARGS=a|b|c] [-DTURNS=n]
+#         [-DSEEDS=n] -P ecosystem_check.cmake
+# A script rather than PASS_REGULAR_EXPRESSION because that ignores the exit
+# status, and because "cached > 0 from turn 2 on" needs numbers compared.
+string(REPLACE "|" ";" _args "${ARGS}")
+execute_process(COMMAND ${PROGRAM} ${_args}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}")
+if(err)
+  message("stderr:\n${err}")
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} exited with ${rc}")
+endif()
+
+if(KIND STREQUAL "hello")
+  # hello ends with "(T tokens, B bytes of text)": B counts what it printed.
+  if(NOT out MATCHES "\n\\(([0-9]+) tokens, ([0-9]+) bytes of text\\)\n$")
+    message(FATAL_ERROR "no summary line")
+  endif()
+  if(CMAKE_MATCH_1 EQUAL 0 OR CMAKE_MATCH_2 EQUAL 0)
+    message(FATAL_ERROR "no text was generated")
+  endif()
+elseif(KIND STREQUAL "chat")
+  string(REGEX MATCHALL "turn [0-9]+: [0-9]+ prompt tokens, [0-9]+ cached"
+         lines "${out}")
+  list(LENGTH lines n)
+  if(NOT n EQUAL TURNS)
+    message(FATAL_ERROR "${n} turns reported, expected ${TURNS}")
+  endif()
+  foreach(line IN LISTS lines)
+    string(REGEX MATCH "turn ([0-9]+): ([0-9]+) prompt tokens, ([0-9]+) cached"
+           _ "${line}")
+    set(turn ${CMAKE_MATCH_1})
+    set(prompt ${CMAKE_MATCH_2})
+    set(cached ${CMAKE_MATCH_3})
+    # Turn 1 has nothing to reuse; every later turn must adopt the
+    # conversation so far, and can never adopt its whole prompt (the last
+    # token is always computed, for its logits).
+    if(turn EQUAL 1 AND NOT cached EQUAL 0)
+      message(FATAL_ERROR "turn 1 reports ${cached} cached tokens")
+    endif()
+    if(turn GREATER 1 AND NOT cached GREATER 0)
+      message(FATAL_ERROR "turn ${turn} reused nothing from the cache")
+    endif()
+    if(NOT cached LESS prompt)
+      message(FATAL_ERROR "turn ${turn}: ${cached} cached of ${prompt}")
+    endif()
+  endforeach()
+elseif(KIND STREQUAL "tool")
+  string(REGEX MATCHALL "\n  -> (get_weather|set_timer): [^\n]+" acted "${out}")
+  list(LENGTH acted n)
+  if(NOT n EQUAL SEEDS)
+    message(FATAL_ERROR "${n} of ${SEEDS} answers acted on")
+  endif()
+  if(NOT out MATCHES "\n${SEEDS} of ${SEEDS} answers parsed and acted on\n")
+    message(FATAL_ERROR "no summary line saying all ${SEEDS} were parsed")
+  endif()
+else()
+  message(FATAL_ERROR "unknown KIND '${KIND}'")
+endif()
