@@ -16,45 +16,9 @@
 
 #include <ferrox.h>
 
+#include "fault_alloc.h"
 #include "gguf_writer.h"
 #include "test_util.h"
-
-/* ---- a counting allocator that can fail on demand ---- */
-
-typedef struct fault_alloc {
-    long calls;      /* allocations attempted so far */
-    long fail_at;    /* fail the call with this number (1-based); 0: never */
-    int fail_after;  /* also fail every later call */
-    long live;
-} fault_alloc;
-
-static int should_fail(fault_alloc *f) {
-    f->calls++;
-    if (f->fail_at == 0) return 0;
-    return f->calls == f->fail_at || (f->fail_after && f->calls > f->fail_at);
-}
-
-static void *fa_malloc(void *user, size_t size) {
-    fault_alloc *f = user;
-    if (should_fail(f)) return NULL;
-    void *p = malloc(size);
-    if (p) f->live++;
-    return p;
-}
-
-static void *fa_realloc(void *user, void *ptr, size_t size) {
-    fault_alloc *f = user;
-    if (should_fail(f)) return NULL;
-    void *p = realloc(ptr, size);
-    if (p && !ptr) f->live++;
-    return p;
-}
-
-static void fa_free(void *user, void *ptr) {
-    fault_alloc *f = user;
-    if (ptr) f->live--;
-    free(ptr);
-}
 
 static const char *write_model(const char *name, const gw_model_spec *spec) {
     static char path[4096];
@@ -244,13 +208,13 @@ static void test_allocator_hooks(void **state) {
     char err[256];
     fx_model_params params;
     fx_model_params_init(&params);
-    params.allocator.malloc_fn = fa_malloc; /* partial set */
+    fx_fault_alloc fa = {0};
+    params.allocator.malloc_fn = fx_fault_allocator(&fa).malloc_fn; /* partial set */
     assert_int_equal(fx_model_load(path, &params, &model, err, sizeof err),
                      FX_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "allocator"));
 
-    fault_alloc fa = {0};
-    params.allocator = (fx_allocator){fa_malloc, fa_realloc, fa_free, &fa};
+    params.allocator = fx_fault_allocator(&fa);
     assert_int_equal(fx_model_load(path, &params, &model, err, sizeof err),
                      FX_OK);
     assert_true(fa.calls > 0);
@@ -275,8 +239,8 @@ static void test_allocation_failures(void **state) {
         fx_model_params params;
         fx_model_params_init(&params);
         if (which == 1) params.flags = FX_MODEL_VOCAB_ONLY;
-        fault_alloc probe = {0};
-        params.allocator = (fx_allocator){fa_malloc, fa_realloc, fa_free, &probe};
+        fx_fault_alloc probe = {0};
+        params.allocator = fx_fault_allocator(&probe);
         fx_model *model = NULL;
         assert_int_equal(fx_model_load(paths[which], &params, &model, NULL, 0),
                          FX_OK);
@@ -285,9 +249,9 @@ static void test_allocation_failures(void **state) {
         assert_true(total > 0);
         for (int after = 0; after < 2; after++) {
             for (long n = 1; n <= total; n++) {
-                fault_alloc fa = {0, n, after, 0};
-                params.allocator =
-                    (fx_allocator){fa_malloc, fa_realloc, fa_free, &fa};
+                fx_fault_alloc fa = {0};
+                fx_fault_plan(&fa, n, after);
+                params.allocator = fx_fault_allocator(&fa);
                 char err[256];
                 fx_status st = fx_model_load(paths[which], &params, &model, err,
                                              sizeof err);
@@ -299,8 +263,8 @@ static void test_allocation_failures(void **state) {
             }
         }
         /* and the library still works afterwards */
-        probe = (fault_alloc){0};
-        params.allocator = (fx_allocator){fa_malloc, fa_realloc, fa_free, &probe};
+        probe = (fx_fault_alloc){0};
+        params.allocator = fx_fault_allocator(&probe);
         assert_int_equal(fx_model_load(paths[which], &params, &model, NULL, 0),
                          FX_OK);
         fx_model_free(model);

@@ -17,6 +17,7 @@
 
 #include "ferrox.h"
 #include "gguf/gguf.h"
+#include "fault_alloc.h"
 #include "gguf_writer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -388,80 +389,97 @@ static void test_bpe_without_merges(void **state) {
 
 /* ---- 43: allocation failure at every point ---- */
 
-typedef struct failing {
-    long countdown; /* allocations left before failing; <0: never */
-    long live;
-} failing;
+typedef struct tok_case {
+    const char *path;
+    fx_model *model;        /* loaded through the sweep's allocator */
+    int32_t want[256];      /* the tokens without faults */
+    size_t n_want;
+} tok_case;
 
-static void *f_malloc(void *user, size_t size) {
-    failing *f = user;
-    if (f->countdown == 0) return NULL;
-    if (f->countdown > 0) f->countdown--;
-    void *p = malloc(size ? size : 1);
-    if (p) f->live++;
-    return p;
-}
+static const char fault_text[] =
+    "Hello world! <s> 12345 \xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 "
+    "\xf0\x9f\x99\x82 \xff\xfe truncated \xe4\xb8";
 
-static void *f_realloc(void *user, void *ptr, size_t size) {
-    failing *f = user;
-    if (!ptr) return f_malloc(user, size);
-    if (f->countdown == 0) return NULL;
-    if (f->countdown > 0) f->countdown--;
-    return realloc(ptr, size ? size : 1);
-}
-
-static void f_free(void *user, void *ptr) {
-    failing *f = user;
-    if (ptr) f->live--;
-    free(ptr);
-}
-
-/* Load and tokenize with the Nth allocation failing, for every N until
- * the call succeeds: each failure is FX_ERR_NOMEM with nothing leaked, and
- * the model stays usable (the next call gives the right tokens). */
-static void alloc_failure_on(const char *path) {
-    static const char text[] = "Hello world! <s> 12345 \xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x99\x82";
-    fx_model *model = NULL;
-    for (long n = 0;; n++) {
-        failing fl = {n, 0};
-        fx_model_params params;
-        fx_model_params_init(&params);
-        params.flags = FX_MODEL_VOCAB_ONLY;
-        params.allocator = (fx_allocator){f_malloc, f_realloc, f_free, &fl};
-        fx_status st = fx_model_load(path, &params, &model, NULL, 0);
-        if (st == FX_OK) {
-            fx_model_free(model);
-            assert_int_equal(fl.live, 0);
-            break;
-        }
-        assert_int_equal(st, FX_ERR_NOMEM);
-        assert_null(model);
-        assert_int_equal(fl.live, 0);
-    }
-    failing fl = {-1, 0};
+/* One vocabulary-only load: FX_ERR_NOMEM (nothing half-made returned) or
+ * a model that tokenizes right. */
+static void load_scenario(fx_fault_alloc *f, void *user) {
+    tok_case *c = user;
     fx_model_params params;
     fx_model_params_init(&params);
     params.flags = FX_MODEL_VOCAB_ONLY;
-    params.allocator = (fx_allocator){f_malloc, f_realloc, f_free, &fl};
-    assert_int_equal(fx_model_load(path, &params, &model, NULL, 0), FX_OK);
-    long baseline = fl.live;
-    int32_t ids[256], want[256];
-    size_t n_want = 0, n = 0;
-    assert_int_equal(fx_tokenize(model, text, sizeof text - 1, FX_TOKENIZE_PARSE_SPECIAL, want, 256, &n_want), FX_OK);
-    for (long k = 0;; k++) {
-        fl.countdown = k;
-        fx_status st = fx_tokenize(model, text, sizeof text - 1, FX_TOKENIZE_PARSE_SPECIAL, ids, 256, &n);
-        fl.countdown = -1;
-        assert_int_equal(fl.live, baseline);
-        if (st == FX_OK) {
-            assert_int_equal(n, n_want);
-            assert_memory_equal(ids, want, n * sizeof ids[0]);
-            break;
-        }
-        assert_int_equal(st, FX_ERR_NOMEM);
+    params.allocator = fx_fault_allocator(f);
+    fx_model *model = NULL;
+    fx_status st = fx_model_load(c->path, &params, &model, NULL, 0);
+    if (st != FX_OK) {
+        if (st != FX_ERR_NOMEM)
+            fail_msg("load with allocation %ld failing: %s", f->fail_at,
+                     fx_status_str(st));
+        assert_null(model);
+        return;
+    }
+    /* A single failure the loader absorbed must not show in the result. */
+    fx_fault_stop(f);
+    int32_t ids[256];
+    size_t n = 0;
+    assert_int_equal(fx_tokenize(model, fault_text, sizeof fault_text - 1,
+                                 FX_TOKENIZE_PARSE_SPECIAL, ids, 256, &n),
+                     FX_OK);
+    if (c->n_want) {
+        assert_int_equal(n, c->n_want);
+        assert_memory_equal(ids, c->want, n * sizeof ids[0]);
     }
     fx_model_free(model);
-    assert_int_equal(fl.live, 0);
+}
+
+/* One tokenize on the model loaded before the sweep: FX_ERR_NOMEM, or
+ * exactly the fault-free tokens (with and without a buffer that is too
+ * small, which takes another path through the output). */
+static void tokenize_scenario(fx_fault_alloc *f, void *user) {
+    tok_case *c = user;
+    int32_t ids[256];
+    size_t n = 0;
+    fx_status st = fx_tokenize(c->model, fault_text, sizeof fault_text - 1,
+                               FX_TOKENIZE_PARSE_SPECIAL, ids, 256, &n);
+    if (st == FX_OK) {
+        assert_int_equal(n, c->n_want);
+        assert_memory_equal(ids, c->want, n * sizeof ids[0]);
+    } else if (st != FX_ERR_NOMEM) {
+        fail_msg("tokenize with allocation %ld failing: %s", f->fail_at,
+                 fx_status_str(st));
+    }
+    st = fx_tokenize(c->model, fault_text, sizeof fault_text - 1,
+                     FX_TOKENIZE_ADD_SPECIAL, ids, 3, &n);
+    if (!(st == FX_ERR_NOMEM || (st == FX_OK && n <= 3) ||
+          (st == FX_ERR_BUFFER_TOO_SMALL && n > 3)))
+        fail_msg("small buffer with allocation %ld failing: %s (%zu)",
+                 f->fail_at, fx_status_str(st), n);
+}
+
+/* Load and tokenize with the Nth allocation failing, for every N, once
+ * alone and once with every later one failing too (fx_fault_sweep): each
+ * failure is FX_ERR_NOMEM with nothing leaked, and the model stays usable
+ * (the next call gives the right tokens). */
+static void alloc_failure_on(const char *path) {
+    tok_case c;
+    memset(&c, 0, sizeof c);
+    c.path = path;
+    fx_fault_alloc f = {0};
+    /* The reference tokens, from a fault-free load. */
+    fx_model_params params;
+    fx_model_params_init(&params);
+    params.flags = FX_MODEL_VOCAB_ONLY;
+    params.allocator = fx_fault_allocator(&f);
+    assert_int_equal(fx_model_load(path, &params, &c.model, NULL, 0), FX_OK);
+    assert_int_equal(fx_tokenize(c.model, fault_text, sizeof fault_text - 1,
+                                 FX_TOKENIZE_PARSE_SPECIAL, c.want, 256,
+                                 &c.n_want),
+                     FX_OK);
+    assert_true(fx_fault_sweep(&f, tokenize_scenario, &c) > 0);
+    /* still usable afterwards */
+    tokenize_scenario(&f, &c);
+    fx_model_free(c.model);
+    assert_int_equal(f.live, 0);
+    assert_true(fx_fault_sweep(&f, load_scenario, &c) > 0);
 }
 
 static void test_alloc_failure_handmade(void **state) {

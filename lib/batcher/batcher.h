@@ -58,6 +58,8 @@ typedef struct fx_batcher_stats {
     uint32_t blocks_free;   /* on the free list */
     uint32_t blocks_cached; /* held by the prefix tree only */
     uint32_t blocks_pinned; /* held by leases */
+    uint32_t head_need;     /* blocks the job at the head of the queue
+                               needs for its whole life (0: none queued) */
     uint64_t steps;
     uint64_t forward_tokens; /* tokens run through the model so far */
 } fx_batcher_stats;

@@ -58,6 +58,8 @@ typedef struct row {
                                 (DESIGN invariant 3) */
     int decoding;            /* prompt fully in the KV */
 
+    int done_reserved;       /* holds one of the batcher's reserved event
+                                slots, for its DONE (events_reserved) */
     fx_finish_reason finish; /* NONE while live; set = marked to end */
     fx_status error;         /* FX_FINISH_ERROR: why */
     int32_t stop_index;
@@ -82,6 +84,19 @@ typedef struct lease_rec {
     uint32_t pin_row;        /* slot of the row computing it (PENDING) */
 } lease_rec;
 
+/* What fx_poll hands the host -- a TEXT's bytes, a DONE's ids -- must stay
+ * valid until the next fx_poll, and fx_poll must never need memory: an
+ * event it could not hand over would stall every event behind it, and the
+ * host, told "no event", could not tell. So two buffers: the host may be
+ * reading buf[cur]; the other is grown ahead of time (at submit, or when
+ * an event is queued), never while the host may read it. Every queued
+ * event fits the larger of the two, so fx_poll only picks one. */
+typedef struct handover {
+    void *buf[2];
+    size_t cap[2];           /* bytes */
+    int cur;
+} handover;
+
 typedef struct event_rec {
     fx_event_type type;
     uint32_t slot;
@@ -91,8 +106,8 @@ typedef struct event_rec {
     fx_finish_reason finish;
     fx_status status;
     int32_t stop_index;
-    fx_usage usage;
-    size_t tok_off, tok_len;   /* DONE: generated ids in tok_arena */
+    fx_usage usage;            /* DONE (its ids are read from the row,
+                                  which lives until the DONE is polled) */
     int32_t token;             /* TOKEN */
     float logprob;
     size_t lp_off, lp_len;     /* TOKEN: alternatives in lp_arena */
@@ -113,7 +128,10 @@ struct fx_batcher_impl {
     fx_kv *kv;
 
     /* Slots. The mutex guards what fx_cancel touches from other threads:
-     * the slot array, generations, handle_live and cancel_requested. */
+     * the slot array (rows, n_slots), and each row's gen, handle_live and
+     * cancel_requested -- written only with it held, and the only row
+     * fields fx_cancel may read. Everything else in a row belongs to the
+     * thread that steps. */
     pthread_mutex_t lock;
     row **rows;              /* [n_slots], each allocated once, reused */
     uint32_t n_slots;
@@ -129,15 +147,17 @@ struct fx_batcher_impl {
     lease_rec *leases;       /* [n_leases] */
     uint32_t n_leases, lease_cap;
 
-    /* Events, in the order they happened. */
+    /* Events, in the order they happened. Every row the host holds has
+     * one slot of the array reserved for its DONE from submit on:
+     * event_len + events_reserved <= event_cap always, so the reply that
+     * ends a row can always be queued, however short memory is then
+     * (DESIGN invariant 5: it replies exactly once). */
     event_rec *events;       /* [event_cap] */
     uint32_t event_head, event_len, event_cap;
+    uint32_t events_reserved; /* rows with done_reserved set */
     fx_textbuf arena;        /* TEXT bytes of queued events */
-    fx_textbuf polled;       /* the text of the last polled event */
-    int32_t *tok_arena;      /* generated ids of queued DONE events */
-    size_t tok_len, tok_cap;
-    int32_t *polled_tokens;  /* the ids of the last polled DONE */
-    size_t polled_tokens_cap;
+    handover out_text;       /* the text of the last polled TEXT */
+    handover out_ids;        /* the ids of the last polled DONE */
 
     /* Step scratch, sized once at create. */
     fx_fwd_token *batch;     /* [max_step_tokens] */
@@ -202,8 +222,19 @@ fx_status fx_batcher_queue_push(fx_batcher_impl *b, uint32_t slot,
 
 double fx_batcher_now(void);
 row *fx_batcher_row(const fx_batcher_impl *b, uint32_t slot);
-/* Queues an event for a row (TEXT with text already in the arena). */
+/* Queues a TEXT (its text already in the arena) or TOKEN event, keeping
+ * the reserved DONE slots free; FX_ERR_NOMEM when there is no room. */
 fx_status fx_batcher_push_event(fx_batcher_impl *b, const event_rec *ev);
+/* Reserves the event slot of a row's DONE (at submit); FX_ERR_NOMEM. */
+fx_status fx_batcher_reserve_done(fx_batcher_impl *b, row *r);
+/* Queues a row's DONE in the slot it reserved at submit: cannot fail.
+ * Releases the reservation. */
+void fx_batcher_push_done(fx_batcher_impl *b, row *r, const event_rec *ev);
+/* Gives back a row's DONE slot without using it (its host handle died). */
+void fx_batcher_unreserve_done(fx_batcher_impl *b, row *r);
+/* Makes sure fx_poll can hand over `bytes` through h without allocating. */
+fx_status fx_batcher_handover_reserve(fx_batcher_impl *b, handover *h,
+                                      size_t bytes);
 /* Frees a row's request memory and puts its slot back if the handle is
  * dead too. Called when the row has exited. */
 void fx_batcher_row_retire(fx_batcher_impl *b, uint32_t slot);

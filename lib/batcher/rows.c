@@ -25,8 +25,10 @@ row *fx_batcher_resolve_row(fx_batcher_impl *b, fx_row *handle, uint32_t *slot) 
     uint32_t gen;
     if (!fx_handle_decode((uintptr_t)handle, b->n_slots, slot, &gen)) return NULL;
     row *r = b->rows[*slot];
-    if (r->state == ROW_FREE || !r->handle_live || (r->gen & FX_GEN_MASK) != gen)
-        return NULL;
+    /* Only what the lock guards is read here (fx_cancel calls this from
+     * other threads): not `state`, which the stepping thread writes
+     * without the lock. A free slot's handle_live is 0 anyway. */
+    if (!r->handle_live || (r->gen & FX_GEN_MASK) != gen) return NULL;
     return r;
 }
 
@@ -54,62 +56,89 @@ fx_status fx_batcher_grow(const fx_alloc *alloc, void **array, uint32_t *cap,
     return FX_OK;
 }
 
-/* ---- slots ---- */
+/* ---- slots ----
+ * The allocator is never called with the lock held: a host's allocator
+ * hook may call fx_cancel (allowed from anywhere), which takes the lock,
+ * and would wait for itself. So the slot table grows outside the lock and
+ * is swapped in under it, and a row's memory is freed before the lock is
+ * taken to reset it. Only the stepping thread writes the table, so it may
+ * read it without the lock. */
 
 static fx_status grow_slots(fx_batcher_impl *b, fx_error *err) {
-    uint32_t cap = b->n_slots;
-    row **rows = b->rows;
-    fx_status st = fx_batcher_grow(&b->alloc, (void **)&rows, &cap, sizeof *rows, err);
-    if (st != FX_OK) return st;
+    uint32_t old = b->n_slots;
+    uint32_t cap = old ? old * 2 : 16;
+    if (cap < old || cap > (1u << 24))
+        return fx_fail(err, FX_ERR_NO_ROOM, "too many rows queued");
+    row **rows = fx_malloc_array(&b->alloc, cap, sizeof *rows);
+    uint32_t *stack = fx_malloc_array(&b->alloc, cap, sizeof *stack);
+    uint32_t made = old;
+    if (rows && stack) {
+        if (old) memcpy(rows, b->rows, (size_t)old * sizeof *rows);
+        for (; made < cap; made++) {
+            rows[made] = fx_calloc(&b->alloc, 1, sizeof(row));
+            if (!rows[made]) break;
+            rows[made]->gen = 1;
+        }
+    }
+    if (made == old) {
+        fx_free(&b->alloc, rows);
+        fx_free(&b->alloc, stack);
+        return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    }
+    if (b->n_free) memcpy(stack, b->free_slots, (size_t)b->n_free * sizeof *stack);
+    pthread_mutex_lock(&b->lock);
+    row **old_rows = b->rows;
+    uint32_t *old_stack = b->free_slots;
     b->rows = rows;
-    uint32_t *stack = fx_realloc(&b->alloc, b->free_slots,
-                                 (size_t)cap * sizeof *stack);
-    if (!stack) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     b->free_slots = stack;
+    b->n_slots = made;
     /* New rows go on the free stack highest first, so the lowest slot is
      * taken next and slot numbers stay small. */
-    uint32_t first = b->n_slots;
-    for (uint32_t i = first; i < cap; i++) {
-        b->rows[i] = fx_calloc(&b->alloc, 1, sizeof(row));
-        if (!b->rows[i]) break;
-        b->rows[i]->gen = 1;
-        b->n_slots = i + 1;
-    }
-    for (uint32_t i = b->n_slots; i > first; i--) b->free_slots[b->n_free++] = i - 1;
-    return b->n_slots > first ? FX_OK : fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    for (uint32_t i = made; i > old; i--) b->free_slots[b->n_free++] = i - 1;
+    pthread_mutex_unlock(&b->lock);
+    fx_free(&b->alloc, old_rows);
+    fx_free(&b->alloc, old_stack);
+    return FX_OK;
 }
 
 fx_status fx_batcher_take_slot(fx_batcher_impl *b, uint32_t *slot,
                                fx_error *err) {
-    fx_status st = FX_OK;
+    if (b->n_free == 0) {
+        fx_status st = grow_slots(b, err);
+        if (st != FX_OK) return st;
+    }
     pthread_mutex_lock(&b->lock);
-    if (b->n_free == 0) st = grow_slots(b, err);
-    if (st == FX_OK) *slot = b->free_slots[--b->n_free];
+    *slot = b->free_slots[--b->n_free];
     pthread_mutex_unlock(&b->lock);
-    return st;
+    return FX_OK;
 }
 
-/* Frees what a request owned. The row struct itself stays for reuse. */
+/* Frees what a request owned and resets the row for reuse; the row struct
+ * itself stays. Call without the lock (see above): the memory is freed
+ * first -- fields fx_cancel never reads -- and the reset, which touches
+ * the fields it does read, is made under the lock. */
 void fx_batcher_clear_row(fx_batcher_impl *b, row *r) {
+    fx_batcher_unreserve_done(b, r);
     fx_sampler_free(&r->sampler, &b->alloc);
     fx_grammar_free(r->grammar);
     fx_free(&b->alloc, r->tokens);
     fx_free(&b->alloc, r->stop_tokens);
     fx_textout_free(r->text);
     fx_kv_lease_free(&r->kv);
+    pthread_mutex_lock(&b->lock);
     uint32_t gen = r->gen;
-    memset(r, 0, sizeof *r);
+    memset(r, 0, sizeof *r); /* state ROW_FREE, handle_live 0 */
     r->gen = gen;
+    pthread_mutex_unlock(&b->lock);
 }
 
 void fx_batcher_row_retire(fx_batcher_impl *b, uint32_t slot) {
     row *r = b->rows[slot];
+    /* handle_live is written only by this thread, so it reads it freely. */
+    if (r->state != ROW_EXITED || r->handle_live) return;
+    fx_batcher_clear_row(b, r);
     pthread_mutex_lock(&b->lock);
-    if (r->state == ROW_EXITED && !r->handle_live) {
-        fx_batcher_clear_row(b, r);
-        r->state = ROW_FREE;
-        b->free_slots[b->n_free++] = slot;
-    }
+    b->free_slots[b->n_free++] = slot;
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -144,23 +173,91 @@ fx_status fx_batcher_queue_push(fx_batcher_impl *b, uint32_t slot,
 
 /* ---- events ---- */
 
-fx_status fx_batcher_push_event(fx_batcher_impl *b, const event_rec *ev) {
-    if (b->event_head + b->event_len == b->event_cap) {
-        if (b->event_head > 0) {
-            memmove(b->events, b->events + b->event_head,
-                    b->event_len * sizeof *b->events);
-            b->event_head = 0;
-        } else {
-            fx_status st = fx_batcher_grow(&b->alloc, (void **)&b->events, &b->event_cap,
-                                sizeof *b->events, &b->err);
-            if (st != FX_OK) return st;
-        }
+/* Room for n more events past the queued ones: compacts first, then
+ * grows. */
+static fx_status event_room(fx_batcher_impl *b, uint32_t n) {
+    if ((uint64_t)b->event_head + b->event_len + n <= b->event_cap) return FX_OK;
+    if (b->event_head > 0) {
+        memmove(b->events, b->events + b->event_head,
+                b->event_len * sizeof *b->events);
+        b->event_head = 0;
     }
+    while ((uint64_t)b->event_len + n > b->event_cap) {
+        fx_status st = fx_batcher_grow(&b->alloc, (void **)&b->events,
+                                       &b->event_cap, sizeof *b->events, &b->err);
+        if (st != FX_OK) return st;
+    }
+    return FX_OK;
+}
+
+fx_status fx_batcher_push_event(fx_batcher_impl *b, const event_rec *ev) {
+    /* The reserved DONE slots stay free: a TEXT must never take the place
+     * the reply of some row was promised. */
+    fx_status st = event_room(b, 1 + b->events_reserved);
+    if (st != FX_OK) return st;
     b->events[b->event_head + b->event_len++] = *ev;
     return FX_OK;
 }
 
+fx_status fx_batcher_reserve_done(fx_batcher_impl *b, row *r) {
+    fx_status st = event_room(b, 1 + b->events_reserved);
+    if (st != FX_OK) return st;
+    b->events_reserved++;
+    r->done_reserved = 1;
+    return FX_OK;
+}
+
+void fx_batcher_unreserve_done(fx_batcher_impl *b, row *r) {
+    if (!r->done_reserved) return;
+    r->done_reserved = 0;
+    b->events_reserved--;
+}
+
+void fx_batcher_push_done(fx_batcher_impl *b, row *r, const event_rec *ev) {
+    /* event_len + events_reserved <= event_cap and this row holds one of
+     * the reserved slots, so compacting is all event_room can need: it
+     * does not allocate here. */
+    fx_batcher_unreserve_done(b, r);
+    if (event_room(b, 1) != FX_OK) {
+        /* Only a broken invariant gets here (fx_batcher_impl_check states
+         * it); stop rather than write past the array. */
+        fx_log(&b->log, FX_LOG_ERROR, "no event slot for a reserved DONE");
+        b->broken = 1;
+        return;
+    }
+    b->events[b->event_head + b->event_len++] = *ev;
+}
+
+fx_status fx_batcher_handover_reserve(fx_batcher_impl *b, handover *h,
+                                      size_t bytes) {
+    if (bytes <= h->cap[0] || bytes <= h->cap[1]) return FX_OK;
+    /* The buffer the host is not reading grows; geometric, so a row whose
+     * texts get longer and longer does not reallocate every time. */
+    int spare = h->cur ^ 1;
+    size_t cap = h->cap[spare] * 2;
+    if (cap < bytes) cap = bytes;
+    void *p = fx_realloc(&b->alloc, h->buf[spare], cap);
+    if (!p) return fx_fail(&b->err, FX_ERR_NOMEM, "out of memory");
+    h->buf[spare] = p;
+    h->cap[spare] = cap;
+    return FX_OK;
+}
+
+/* The buffer to hand `bytes` over in, at fx_poll: the host's pointer into
+ * the current one dies with this poll, so either may be used. */
+static void *handover_take(handover *h, size_t bytes) {
+    if (h->cap[h->cur] < bytes) h->cur ^= 1;
+    return h->buf[h->cur];
+}
+
+static void handover_free(fx_batcher_impl *b, handover *h) {
+    fx_free(&b->alloc, h->buf[0]);
+    fx_free(&b->alloc, h->buf[1]);
+}
+
 int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
+    /* Nothing here allocates: every queued event has its place and its
+     * hand-over buffer already (see handover). */
     while (b->event_len > 0) {
         event_rec ev = b->events[b->event_head++];
         b->event_len--;
@@ -175,17 +272,9 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
         if (ev.type == FX_EVENT_TEXT) {
             /* Copied out of the arena so that the host's pointer survives
              * the steps it may run before its next poll. */
-            b->polled.len = 0;
-            if (fx_textbuf_reserve(&b->polled, ev.text_len, &b->err) != FX_OK) {
-                /* Cannot hand the text over; fail loudly rather than drop
-                 * it silently: the row's output would be truncated. */
-                b->events[--b->event_head] = ev;
-                b->event_len++;
-                return 0;
-            }
-            memcpy(b->polled.data, b->arena.data + ev.text_off, ev.text_len);
-            b->polled.len = ev.text_len;
-            out->text = b->polled.data;
+            char *text = handover_take(&b->out_text, ev.text_len);
+            memcpy(text, b->arena.data + ev.text_off, ev.text_len);
+            out->text = text;
             out->text_len = ev.text_len;
         } else if (ev.type == FX_EVENT_TOKEN) {
             out->token = ev.token;
@@ -200,30 +289,18 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
             out->status = ev.status;
             out->stop_index = ev.stop_index;
             out->usage = ev.usage;
-            if (ev.tok_len > b->polled_tokens_cap) {
-                int32_t *p = fx_realloc(&b->alloc, b->polled_tokens,
-                                        ev.tok_len * sizeof *p);
-                if (!p) {
-                    /* As for text: keep the DONE queued rather than hand
-                     * it over without its ids; a later poll retries. */
-                    b->events[--b->event_head] = ev;
-                    b->event_len++;
-                    return 0;
-                }
-                b->polled_tokens = p;
-                b->polled_tokens_cap = ev.tok_len;
+            /* The row keeps its tokens until this DONE is polled (it is
+             * retired below), so the ids come straight from it. */
+            size_t n = r->n_tokens - r->n_prompt;
+            /* Never NULL, so a host's memcpy of zero ids is defined. */
+            static const int32_t no_tokens[1] = {0};
+            out->tokens = no_tokens;
+            if (n) {
+                int32_t *ids = handover_take(&b->out_ids, n * sizeof *ids);
+                memcpy(ids, r->tokens + r->n_prompt, n * sizeof *ids);
+                out->tokens = ids;
             }
-            if (ev.tok_len <= b->polled_tokens_cap) {
-                /* No ids (a row cancelled in the queue): nothing to copy,
-                 * and both pointers may still be NULL. */
-                static const int32_t no_tokens[1] = {0};
-                if (ev.tok_len)
-                    memcpy(b->polled_tokens, b->tok_arena + ev.tok_off,
-                           ev.tok_len * sizeof(int32_t));
-                /* Never NULL, so a host's memcpy of zero ids is defined. */
-                out->tokens = ev.tok_len ? b->polled_tokens : no_tokens;
-                out->n_tokens = ev.tok_len;
-            }
+            out->n_tokens = n;
             /* DONE is the row's last word: its handle dies with it. */
             pthread_mutex_lock(&b->lock);
             r->handle_live = 0;
@@ -234,14 +311,12 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
         if (b->event_len == 0) {
             b->event_head = 0;
             b->arena.len = 0;
-            b->tok_len = 0;
             b->lp_len = 0;
         }
         return 1;
     }
     b->event_head = 0;
     b->arena.len = 0;
-    b->tok_len = 0;
     b->lp_len = 0;
     return 0;
 }
@@ -314,7 +389,6 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
         return fx_fail(err, FX_ERR_NOMEM, "cannot create a mutex");
     }
     fx_textbuf_init(&b->arena, &b->alloc);
-    fx_textbuf_init(&b->polled, &b->alloc);
 
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
@@ -375,9 +449,8 @@ void fx_batcher_impl_free(fx_batcher_impl *b) {
     fx_free(&alloc, b->leases);
     fx_free(&alloc, b->events);
     fx_textbuf_free(&b->arena);
-    fx_textbuf_free(&b->polled);
-    fx_free(&alloc, b->tok_arena);
-    fx_free(&alloc, b->polled_tokens);
+    handover_free(b, &b->out_text);
+    handover_free(b, &b->out_ids);
     fx_free(&alloc, b->lp_arena);
     fx_free(&alloc, b->batch);
     fx_free(&alloc, b->views);

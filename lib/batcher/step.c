@@ -19,10 +19,15 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
         b->arena.len = from; /* nobody will read it */
         return;
     }
-    event_rec ev = {FX_EVENT_TEXT, slot, r->gen, r->user, from,
-                    b->arena.len - from, FX_FINISH_NONE, FX_OK, -1, {0}, 0, 0,
-                    -1, 0, 0, 0};
-    if (fx_batcher_push_event(b, &ev) != FX_OK) {
+    event_rec ev = {.type = FX_EVENT_TEXT, .slot = slot, .gen = r->gen,
+                    .user = r->user, .text_off = from,
+                    .text_len = b->arena.len - from,
+                    .finish = FX_FINISH_NONE, .status = FX_OK,
+                    .stop_index = -1, .token = -1};
+    /* Room to hand the text over at fx_poll is made now, so that fx_poll
+     * never allocates. */
+    if (fx_batcher_handover_reserve(b, &b->out_text, ev.text_len) != FX_OK ||
+        fx_batcher_push_event(b, &ev) != FX_OK) {
         /* Text that cannot be queued would vanish from the answer; the row
          * fails instead, through the usual exit path. */
         b->arena.len = from;
@@ -49,25 +54,6 @@ static void finish_pin(fx_batcher_impl *b, row *r, int admitted) {
             l->state = LEASE_READY;
     }
     fx_batcher_lease_drop(b, r->lease_slot);
-}
-
-/* Copies a finished row's generated ids where its DONE event can find
- * them after the row's own memory is gone. */
-static fx_status keep_tokens(fx_batcher_impl *b, const row *r, event_rec *ev) {
-    size_t n = r->n_tokens - r->n_prompt;
-    if (b->tok_len + n > b->tok_cap) {
-        size_t cap = b->tok_cap ? b->tok_cap : 1024;
-        while (cap < b->tok_len + n) cap *= 2;
-        int32_t *p = fx_realloc(&b->alloc, b->tok_arena, cap * sizeof *p);
-        if (!p) return FX_ERR_NOMEM;
-        b->tok_arena = p;
-        b->tok_cap = cap;
-    }
-    if (n) memcpy(b->tok_arena + b->tok_len, r->tokens + r->n_prompt, n * sizeof(int32_t));
-    ev->tok_off = b->tok_len;
-    ev->tok_len = n;
-    b->tok_len += n;
-    return FX_OK;
 }
 
 void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
@@ -108,18 +94,15 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
         u.queue_seconds = admit - r->t_submit;
         u.ttft_seconds = r->t_first > 0 ? r->t_first - admit : 0;
         u.total_seconds = r->t_end - admit;
-        event_rec ev = {FX_EVENT_DONE, slot, r->gen, r->user, 0, 0, r->finish,
-                        r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
-                        r->stop_index, u, 0, 0, -1, 0, 0, 0};
-        if (keep_tokens(b, r, &ev) != FX_OK || fx_batcher_push_event(b, &ev) != FX_OK) {
-            /* The host cannot be told; let the handle go stale rather than
-             * leak the row. */
-            pthread_mutex_lock(&b->lock);
-            r->handle_live = 0;
-            r->gen++;
-            pthread_mutex_unlock(&b->lock);
-        }
+        event_rec ev = {.type = FX_EVENT_DONE, .slot = slot, .gen = r->gen,
+                        .user = r->user, .finish = r->finish,
+                        .status = r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
+                        .stop_index = r->stop_index, .usage = u, .token = -1};
+        /* Into the slot reserved at submit: the reply cannot be lost. */
+        fx_batcher_push_done(b, r, &ev);
     }
+    /* (A released row's reserved slot goes back when retiring clears
+     * it, just below.) */
     r->state = ROW_EXITED;
     fx_batcher_row_retire(b, slot);
 }
@@ -246,8 +229,8 @@ static void accept_token(fx_batcher_impl *b, uint32_t slot, int32_t token) {
 }
 
 /* A TOKEN event with the token's log-probabilities, queued before the
- * TEXT its text will reach. If memory runs out the event is skipped: the
- * text and the row are unaffected. */
+ * TEXT its text will reach. If memory runs out the row fails (FX_ERR_NOMEM)
+ * rather than go on with a token the host asked to see and never will. */
 static void push_logprobs(fx_batcher_impl *b, uint32_t slot, const float *logits,
                           int32_t token) {
     row *r = b->rows[slot];
@@ -258,14 +241,20 @@ static void push_logprobs(fx_batcher_impl *b, uint32_t slot, const float *logits
         size_t cap = b->lp_cap ? b->lp_cap : 256;
         while (cap < b->lp_len + n) cap *= 2;
         fx_token_logprob *p = fx_realloc(&b->alloc, b->lp_arena, cap * sizeof *p);
-        if (!p) return;
+        if (!p) {
+            fail_row(b, r, FX_ERR_NOMEM);
+            return;
+        }
         b->lp_arena = p;
         b->lp_cap = cap;
     }
     memcpy(b->lp_arena + b->lp_len, b->lp_top, n * sizeof *b->lp_top);
-    event_rec ev = {FX_EVENT_TOKEN, slot, r->gen, r->user, 0, 0, FX_FINISH_NONE,
-                    FX_OK, -1, {0}, 0, 0, token, lp, b->lp_len, n};
+    event_rec ev = {.type = FX_EVENT_TOKEN, .slot = slot, .gen = r->gen,
+                    .user = r->user, .finish = FX_FINISH_NONE, .status = FX_OK,
+                    .stop_index = -1, .token = token, .logprob = lp,
+                    .lp_off = b->lp_len, .lp_len = n};
     if (fx_batcher_push_event(b, &ev) == FX_OK) b->lp_len += n;
+    else fail_row(b, r, FX_ERR_NOMEM);
 }
 
 /* Adds one row's tokens to the batch. */
@@ -367,7 +356,10 @@ static fx_status run_batch(fx_batcher_impl *b) {
             fail_row(b, r, st);
             continue;
         }
-        if (r->n_logprobs) push_logprobs(b, slot, logits, token);
+        if (r->n_logprobs) {
+            push_logprobs(b, slot, logits, token);
+            if (r->finish != FX_FINISH_NONE) continue; /* failed: no memory */
+        }
         if (eog) {
             /* The grammar's sentence is complete: the row ends here, even
              * with FX_REQUEST_IGNORE_EOS (RELIABILITY 25). */
@@ -407,13 +399,18 @@ void fx_batcher_impl_stats(const fx_batcher_impl *b, fx_batcher_stats *out) {
     out->blocks_free = ks.free;
     out->blocks_cached = ks.cached;
     out->blocks_pinned = ks.pinned;
+    out->head_need = b->queue_len ? b->rows[fx_batcher_queue_at(b, 0)]->blocks_need : 0;
     out->steps = b->steps;
     out->forward_tokens = b->forward_tokens;
 }
 
 fx_status fx_batcher_impl_check(const fx_batcher_impl *b, fx_error *err) {
-    fx_status st = fx_kv_check(b->kv, err);
-    if (st != FX_OK) return fx_fail(err, FX_ERR_INTERNAL, "%s", err->message);
+    /* Its own error record: formatting err's message into err itself
+     * would print an empty string. */
+    fx_error kv_err;
+    fx_error_clear(&kv_err);
+    fx_status st = fx_kv_check(b->kv, &kv_err);
+    if (st != FX_OK) return fx_fail(err, FX_ERR_INTERNAL, "%s", kv_err.message);
     fx_kv_stats ks;
     fx_kv_stats_get(b->kv, &ks);
     uint32_t live = 0;
@@ -423,6 +420,15 @@ fx_status fx_batcher_impl_check(const fx_batcher_impl *b, fx_error *err) {
         return fx_fail(err, FX_ERR_INTERNAL,
                        "%u rows hold KV but %u are running", live,
                        b->n_running);
+    /* Every reply still owed has its event slot (DONE cannot be lost). */
+    uint32_t owed = 0;
+    for (uint32_t i = 0; i < b->n_slots; i++) owed += b->rows[i]->done_reserved != 0;
+    if (owed != b->events_reserved ||
+        (uint64_t)b->event_len + b->events_reserved > b->event_cap)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "%u rows are owed a DONE, %u event slots reserved, "
+                       "%u queued of %u",
+                       owed, b->events_reserved, b->event_len, b->event_cap);
     if (b->n_running == 0 && ks.row != 0)
         return fx_fail(err, FX_ERR_INTERNAL,
                        "no row is running but %u blocks are held by rows",

@@ -13,9 +13,6 @@
 /* The first public layout ends at `user`: a request that old is still
  * accepted and gets the later fields' defaults (grammar, samplers,
  * logprobs), which fx_request_init sets before the copy. */
-/* The first public layout ends at `user`: a request that old is still
- * accepted and gets the later fields' defaults (grammar, samplers,
- * logprobs), which fx_request_init sets before the copy. */
 #define REQUEST_V1_SIZE (offsetof(fx_request, user) + sizeof(void *))
 #define REQUEST_FLAGS                                                   \
     (FX_REQUEST_IGNORE_EOS | FX_REQUEST_PARSE_SPECIAL | FX_REQUEST_NO_BOS | \
@@ -194,15 +191,25 @@ static fx_status fill_row(fx_batcher_impl *b, row *r, const fx_request *req,
 static fx_status enqueue(fx_batcher_impl *b, uint32_t slot, row *r,
                          fx_status fill_status, uintptr_t *handle) {
     fx_status st = fill_status;
+    /* A row the host will hold gets, before it is accepted, everything its
+     * reply needs: the event slot of its DONE and room to hand over its
+     * ids. Its reply then cannot be lost to a later lack of memory. */
+    if (st == FX_OK && !r->is_pin) {
+        st = fx_batcher_handover_reserve(b, &b->out_ids,
+                                         (size_t)r->max_tokens * sizeof(int32_t));
+        if (st == FX_OK) st = fx_batcher_reserve_done(b, r);
+    }
     if (st == FX_OK) st = fx_batcher_queue_push(b, slot, &b->err);
-    pthread_mutex_lock(&b->lock);
     if (st != FX_OK) {
+        /* Its memory goes back before the lock is taken (rows.c, slots). */
         fx_batcher_clear_row(b, r);
-        r->state = ROW_FREE;
+        pthread_mutex_lock(&b->lock);
         b->free_slots[b->n_free++] = slot;
     } else {
+        pthread_mutex_lock(&b->lock);
         r->state = ROW_QUEUED;
-        r->handle_live = 1;
+        /* A lease's row is internal: the host never holds its handle. */
+        r->handle_live = !r->is_pin;
         r->t_submit = fx_batcher_now();
         *handle = fx_handle_encode(slot, r->gen);
     }
@@ -329,8 +336,6 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
         l->tokens = NULL;
         return st;
     }
-    r->handle_live = 0; /* internal: the host never sees this row */
-    r->gen++;
     l->n_tokens = r->n_prompt;
     l->state = LEASE_PENDING;
     l->handle_live = 1;
@@ -365,8 +370,11 @@ fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *h) {
     l->handle_live = 0;
     l->gen++;
     if (l->state == LEASE_PENDING) {
-        /* Its row is still computing: stop it; its exit drops the record. */
+        /* Its row is still computing: stop it; its exit drops the record.
+         * (cancel_requested is only written under the lock.) */
+        pthread_mutex_lock(&b->lock);
         b->rows[l->pin_row]->cancel_requested = 1;
+        pthread_mutex_unlock(&b->lock);
         return FX_OK;
     }
     fx_batcher_lease_drop(b, index);

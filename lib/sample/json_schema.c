@@ -38,7 +38,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    /* n == 0 with s NULL happens (an empty buffer appended): memcpy must
+     * not see the NULL even for zero bytes (UBSan: nonnull argument). */
+    if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }

@@ -326,17 +326,27 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     char key[96];
     const char *a = s->arch;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    gw_kv_str(b, "general.architecture", a), n_kv++;
-    gw_kv_str(b, "general.name", "synthetic"), n_kv++;
-    if (s->alignment) gw_kv_u32(b, "general.alignment", s->alignment), n_kv++;
-    gw_kv_u32(b, KEY("context_length"), s->n_ctx), n_kv++;
-    gw_kv_u32(b, KEY("embedding_length"), s->n_embd), n_kv++;
-    gw_kv_u32(b, KEY("block_count"), s->n_layer), n_kv++;
-    gw_kv_u32(b, KEY("feed_forward_length"), s->n_ff), n_kv++;
-    gw_kv_u32(b, KEY("attention.head_count"), s->n_head), n_kv++;
-    gw_kv_u32(b, KEY("attention.head_count_kv"), s->n_head_kv), n_kv++;
-    gw_kv_f32(b, KEY("attention.layer_norm_rms_epsilon"), 1e-5f), n_kv++;
-    gw_kv_f32(b, KEY("rope.freq_base"), 10000.0f), n_kv++;
+    /* Each key unless the spec asks to leave it out. */
+#define PUT(fn, k, v)                                                   \
+    do {                                                                \
+        const char *k_ = (k);                                           \
+        if (!s->skip_key || strcmp(k_, s->skip_key) != 0) {             \
+            fn(b, k_, v);                                               \
+            n_kv++;                                                     \
+        }                                                               \
+    } while (0)
+    PUT(gw_kv_str, "general.architecture", a);
+    PUT(gw_kv_str, "general.name", "synthetic");
+    if (s->alignment) PUT(gw_kv_u32, "general.alignment", s->alignment);
+    PUT(gw_kv_u32, KEY("context_length"), s->n_ctx);
+    PUT(gw_kv_u32, KEY("embedding_length"), s->n_embd);
+    PUT(gw_kv_u32, KEY("block_count"), s->n_layer);
+    PUT(gw_kv_u32, KEY("feed_forward_length"), s->n_ff);
+    PUT(gw_kv_u32, KEY("attention.head_count"), s->n_head);
+    PUT(gw_kv_u32, KEY("attention.head_count_kv"), s->n_head_kv);
+    PUT(gw_kv_f32, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    PUT(gw_kv_f32, KEY("rope.freq_base"), 10000.0f);
+#undef PUT
 #undef KEY
     if (s->extra_kv) {
         n_kv += s->extra_kv(b, s->extra_user);

@@ -72,6 +72,9 @@ typedef struct gw_model_spec {
      * increment, to make files with a missing or misshapen tensor. */
     const char *skip_tensor;
     const char *bad_shape_tensor;
+    /* Optional: a metadata key not to write ("llama.block_count"), to make
+     * files missing a required key. */
+    const char *skip_key;
 } gw_model_spec;
 
 void gw_model_spec_default(gw_model_spec *spec);

@@ -1,0 +1,38 @@
+# Reliability (issue 9; RELIABILITY.md, map in tests/README.md).
+#
+# The fault-injecting allocator every *_faults test uses lives with the
+# other test support code.
+target_sources(fx_test_support PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/fault_alloc.c)
+target_include_directories(fx_test_support PUBLIC
+  ${PROJECT_SOURCE_DIR}/include)
+
+# RELIABILITY 12: a required metadata key missing (public API).
+fx_add_test(test_model_faults SOURCES test_model_faults.c)
+
+# RELIABILITY 43 for grammar compile, a row's parse and the trie/mask
+# scratch (load: test_api; tokenize: test_tokenizer_faults; submit, step,
+# poll and free: test_batcher_faults).
+fx_add_test(test_grammar_faults SOURCES test_grammar_faults.c INTERNAL)
+
+# RELIABILITY 41: the long soak, 10,000 requests, in every build (about 7 s
+# in the default build, 15 s under ASan + UBSan). -DFX_SOAK_REQUESTS=N on
+# the target changes the count.
+fx_add_test(test_soak SOURCES test_soak.c INTERNAL)
+
+# The calls documented as thread-safe (fx_cancel; the tokenizer calls on
+# one model) from several threads. .ci/run also runs it under
+# ThreadSanitizer, in its own build.
+find_package(Threads REQUIRED)
+fx_add_test(test_threads SOURCES test_threads.c INTERNAL LIBS Threads::Threads)
+
+# ABI: the built shared library against the committed baseline
+# tests/abi/libferrox.abi (abidiff + tests/abi/layout.py; usage and how to
+# regenerate the baseline at the top of tests/abi/check.sh). Skipped (77)
+# without abigail-tools or python3, or for a library built without -g.
+add_test(NAME abi_check
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/abi/check.sh $<TARGET_FILE:ferrox>
+          ${PROJECT_SOURCE_DIR}/include
+          ${CMAKE_CURRENT_SOURCE_DIR}/abi/libferrox.abi
+          ${CMAKE_CURRENT_SOURCE_DIR}/abi/suppressions)
+set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
