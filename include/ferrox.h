@@ -7,8 +7,10 @@
  * and `<stdint.h>`, declares only opaque handles, and grows by appending:
  * status codes are never renumbered, parameter structs only gain fields at
  * the end (their first field, struct_size, tells the library which version
- * the caller was compiled against), and a function whose signature was
- * wrong is replaced by a new `_v2` function, never changed.
+ * the caller was compiled against: the inline fx_*_init functions store the
+ * host's own sizeof there, through the exported fx_*_init_sized), and a
+ * function whose signature was wrong is replaced by a new `_v2` function,
+ * never changed.
  *
  * Threads: the library never starts a thread unless a call's parameters ask
  * for more than one. Unless a function says otherwise, calls on one handle
@@ -325,7 +327,8 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
 
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {
-    uint32_t struct_size;   /**< sizeof(fx_model_params), set by _init */
+    uint32_t struct_size;   /**< the caller's sizeof(fx_model_params),
+                                 set by fx_model_params_init */
     uint32_t flags;         /**< FX_MODEL_*; unknown bits are ignored */
     fx_allocator allocator; /**< default: the C library's. Used for all the
                                  model allocates, for its whole life */
@@ -338,9 +341,37 @@ typedef struct fx_model_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
+ * This is the function the library exports. Hosts call it through the
+ * inline fx_model_params_init below, which passes the struct's size in the
+ * host's own build (`sizeof *params`); a binding that declares the struct
+ * itself passes its own struct's size. Only members that lie wholly
+ * inside `size` are written: their defaults, zero for every other byte up
+ * to `size`, and struct_size = `size`. So a host compiled against an
+ * older, smaller struct is never written past its end, and a newer,
+ * larger one gets zero -- "default" -- in the members this library does
+ * not know. Nothing is refused here: a size smaller than the first layout
+ * is recorded in struct_size, and the call that takes the struct then
+ * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
+ * room for struct_size: those bytes are only zeroed.
+ *
+ * Threads: any thread, any time.
+ *
+ * @param params The struct to fill; NULL is a no-op.
+ * @param size Bytes at params: the caller's sizeof(fx_model_params).
+ */
+FX_API void fx_model_params_init_sized(fx_model_params *params, size_t size);
+
+/**
+ * Fills *params with the defaults and sets struct_size.
+ *
+ * Inline, so that the size written to struct_size is the one this header
+ * gives the struct in the host's build: see fx_model_params_init_sized.
+ *
  * @param params The struct to fill; NULL is a no-op.
  */
-FX_API void fx_model_params_init(fx_model_params *params);
+static inline void fx_model_params_init(fx_model_params *params) {
+    fx_model_params_init_sized(params, sizeof *params);
+}
 
 /**
  * Opens, maps and validates a GGUF file. Every count, size and offset in
@@ -410,7 +441,8 @@ FX_API const char *fx_model_errmsg(const fx_model *model);
  * lives. Fields the file does not set for a vocabulary-only load are 0.
  */
 typedef struct fx_model_info {
-    uint32_t struct_size;   /**< sizeof(fx_model_info), set by _init */
+    uint32_t struct_size;   /**< the caller's sizeof(fx_model_info),
+                                 set by fx_model_info_init */
     const char *arch;       /**< general.architecture, e.g. "llama"; owned
                                  by the model */
     const char *name;       /**< general.name, or ""; owned by the model */
@@ -435,9 +467,37 @@ typedef struct fx_model_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_get_info.
  *
- * @param info The struct to prepare; NULL is a no-op.
+ * This is the function the library exports. Hosts call it through the
+ * inline fx_model_info_init below, which passes the struct's size in the
+ * host's own build (`sizeof *info`); a binding that declares the struct
+ * itself passes its own struct's size. Only members that lie wholly
+ * inside `size` are written: their defaults, zero for every other byte up
+ * to `size`, and struct_size = `size`. So a host compiled against an
+ * older, smaller struct is never written past its end, and a newer,
+ * larger one gets zero -- "default" -- in the members this library does
+ * not know. Nothing is refused here: a size smaller than the first layout
+ * is recorded in struct_size, and the call that takes the struct then
+ * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
+ * room for struct_size: those bytes are only zeroed.
+ *
+ * Threads: any thread, any time.
+ *
+ * @param info The struct to fill; NULL is a no-op.
+ * @param size Bytes at info: the caller's sizeof(fx_model_info).
  */
-FX_API void fx_model_info_init(fx_model_info *info);
+FX_API void fx_model_info_init_sized(fx_model_info *info, size_t size);
+
+/**
+ * Zeroes *info and sets struct_size: call it before fx_model_get_info.
+ *
+ * Inline, so that the size written to struct_size is the one this header
+ * gives the struct in the host's build: see fx_model_info_init_sized.
+ *
+ * @param info The struct to fill; NULL is a no-op.
+ */
+static inline void fx_model_info_init(fx_model_info *info) {
+    fx_model_info_init_sized(info, sizeof *info);
+}
 
 /**
  * Fills *info (which the caller prepared with fx_model_info_init). A
@@ -488,7 +548,8 @@ FX_API fx_status fx_model_meta_format(const fx_model *model, uint64_t index,
 
 /** One entry of the tensor table. */
 typedef struct fx_tensor_info {
-    uint32_t struct_size;   /**< sizeof(fx_tensor_info), set by _init */
+    uint32_t struct_size;   /**< the caller's sizeof(fx_tensor_info),
+                                 set by fx_tensor_info_init */
     const char *name;       /**< lives as long as the model */
     uint32_t type;          /**< the ggml type id stored in the file */
     const char *type_name;  /**< "f32", "q8_0", ...; static */
@@ -501,9 +562,37 @@ typedef struct fx_tensor_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
  *
- * @param info The struct to prepare; NULL is a no-op.
+ * This is the function the library exports. Hosts call it through the
+ * inline fx_tensor_info_init below, which passes the struct's size in the
+ * host's own build (`sizeof *info`); a binding that declares the struct
+ * itself passes its own struct's size. Only members that lie wholly
+ * inside `size` are written: their defaults, zero for every other byte up
+ * to `size`, and struct_size = `size`. So a host compiled against an
+ * older, smaller struct is never written past its end, and a newer,
+ * larger one gets zero -- "default" -- in the members this library does
+ * not know. Nothing is refused here: a size smaller than the first layout
+ * is recorded in struct_size, and the call that takes the struct then
+ * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
+ * room for struct_size: those bytes are only zeroed.
+ *
+ * Threads: any thread, any time.
+ *
+ * @param info The struct to fill; NULL is a no-op.
+ * @param size Bytes at info: the caller's sizeof(fx_tensor_info).
  */
-FX_API void fx_tensor_info_init(fx_tensor_info *info);
+FX_API void fx_tensor_info_init_sized(fx_tensor_info *info, size_t size);
+
+/**
+ * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
+ *
+ * Inline, so that the size written to struct_size is the one this header
+ * gives the struct in the host's build: see fx_tensor_info_init_sized.
+ *
+ * @param info The struct to fill; NULL is a no-op.
+ */
+static inline void fx_tensor_info_init(fx_tensor_info *info) {
+    fx_tensor_info_init_sized(info, sizeof *info);
+}
 /**
  * The number of tensors in the file's tensor table.
  *
@@ -1059,8 +1148,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
 
 /** How to make a batcher; prepare with fx_batcher_params_init. */
 typedef struct fx_batcher_params {
-    uint32_t struct_size;       /**< sizeof(fx_batcher_params), set by
-                                     _init */
+    uint32_t struct_size;   /**< the caller's sizeof(fx_batcher_params),
+                                 set by fx_batcher_params_init */
     uint32_t flags;             /**< FX_BATCHER_*; unknown bits are
                                      FX_ERR_INVALID_ARG */
     uint32_t max_rows;          /**< rows admitted at once; default 16, at
@@ -1077,12 +1166,17 @@ typedef struct fx_batcher_params {
     uint32_t block_tokens;      /**< KV block size in positions; default
                                      16. Also the granularity of prefix
                                      reuse */
-    uint64_t kv_bytes;          /**< memory for the KV cache, allocated once
-                                   at create; default enough for max_rows
-                                   rows of n_ctx positions. K and V are
-                                   F32: 8 * n_layer * n_head_kv * head size
-                                   bytes per position, so the default is
-                                   large for big models */
+    /** Memory for the KV cache, allocated once at create. K and V are F32:
+     * 8 * n_layer * n_head_kv * head size bytes per position. Default:
+     * enough for max_rows rows of n_ctx positions, but at most 2 GiB --
+     * and never less than one row of n_ctx positions (so a model whose one
+     * row needs more than 2 GiB gets exactly one row). Rows are admitted
+     * while their blocks fit, so with the cap fewer than max_rows may run
+     * at once; set kv_bytes to choose. Pinned leases (fx_lease_create)
+     * count against it: a request that does not fit in what they and the
+     * running rows leave waits, with everything submitted after it, until
+     * rows end or a lease is released. */
+    uint64_t kv_bytes;
     uint32_t n_threads;         /**< default 1 (no threads are created); at
                                      most 256 */
     fx_allocator allocator;     /**< default: the C library's */
@@ -1097,9 +1191,38 @@ typedef struct fx_batcher_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
+ * This is the function the library exports. Hosts call it through the
+ * inline fx_batcher_params_init below, which passes the struct's size in the
+ * host's own build (`sizeof *params`); a binding that declares the struct
+ * itself passes its own struct's size. Only members that lie wholly
+ * inside `size` are written: their defaults, zero for every other byte up
+ * to `size`, and struct_size = `size`. So a host compiled against an
+ * older, smaller struct is never written past its end, and a newer,
+ * larger one gets zero -- "default" -- in the members this library does
+ * not know. Nothing is refused here: a size smaller than the first layout
+ * is recorded in struct_size, and the call that takes the struct then
+ * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
+ * room for struct_size: those bytes are only zeroed.
+ *
+ * Threads: any thread, any time.
+ *
+ * @param params The struct to fill; NULL is a no-op.
+ * @param size Bytes at params: the caller's sizeof(fx_batcher_params).
+ */
+FX_API void fx_batcher_params_init_sized(fx_batcher_params *params,
+                                        size_t size);
+
+/**
+ * Fills *params with the defaults and sets struct_size.
+ *
+ * Inline, so that the size written to struct_size is the one this header
+ * gives the struct in the host's build: see fx_batcher_params_init_sized.
+ *
  * @param params The struct to fill; NULL is a no-op.
  */
-FX_API void fx_batcher_params_init(fx_batcher_params *params);
+static inline void fx_batcher_params_init(fx_batcher_params *params) {
+    fx_batcher_params_init_sized(params, sizeof *params);
+}
 
 /**
  * Creates a batcher over a loaded (not vocabulary-only) model. The model
@@ -1200,7 +1323,8 @@ typedef struct fx_token_logprob {
  * returns.
  */
 typedef struct fx_request {
-    uint32_t struct_size;          /**< sizeof(fx_request), set by _init */
+    uint32_t struct_size;   /**< the caller's sizeof(fx_request),
+                                 set by fx_request_init */
     uint32_t flags;                /**< FX_REQUEST_*; unknown bits are
                                         FX_ERR_INVALID_ARG */
     /** The prompt: text (tokenized at submit, with BOS as the vocabulary
@@ -1273,9 +1397,37 @@ typedef struct fx_request {
 /**
  * Fills *request with the defaults (see each field) and sets struct_size.
  *
+ * This is the function the library exports. Hosts call it through the
+ * inline fx_request_init below, which passes the struct's size in the
+ * host's own build (`sizeof *request`); a binding that declares the struct
+ * itself passes its own struct's size. Only members that lie wholly
+ * inside `size` are written: their defaults, zero for every other byte up
+ * to `size`, and struct_size = `size`. So a host compiled against an
+ * older, smaller struct is never written past its end, and a newer,
+ * larger one gets zero -- "default" -- in the members this library does
+ * not know. Nothing is refused here: a size smaller than the first layout
+ * is recorded in struct_size, and the call that takes the struct then
+ * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
+ * room for struct_size: those bytes are only zeroed.
+ *
+ * Threads: any thread, any time.
+ *
+ * @param request The struct to fill; NULL is a no-op.
+ * @param size Bytes at request: the caller's sizeof(fx_request).
+ */
+FX_API void fx_request_init_sized(fx_request *request, size_t size);
+
+/**
+ * Fills *request with the defaults (see each field) and sets struct_size.
+ *
+ * Inline, so that the size written to struct_size is the one this header
+ * gives the struct in the host's build: see fx_request_init_sized.
+ *
  * @param request The struct to fill; NULL is a no-op.
  */
-FX_API void fx_request_init(fx_request *request);
+static inline void fx_request_init(fx_request *request) {
+    fx_request_init_sized(request, sizeof *request);
+}
 
 /**
  * Queues a request and returns its row handle at once. Tokenizes and
@@ -1464,9 +1616,16 @@ FX_API fx_status fx_row_release(fx_batcher *batcher, fx_row *row);
  *
  * The prefix is computed by an internal row: it takes one of max_rows
  * while it runs and counts in fx_batcher_pending. Once pinned, its blocks
- * count against kv_bytes until fx_lease_release. If they cannot be
- * pinned (FX_BATCHER_NO_PREFIX_CACHE, or no room) the lease still works:
- * rows continuing it compute its tokens themselves.
+ * count against kv_bytes until fx_lease_release: they are never evicted,
+ * so every pinned lease shrinks the cache the rows share. A request that
+ * fits the whole cache but not what the pinned leases (and the running
+ * rows) leave free is not refused: it waits in the queue, and since
+ * admission keeps submit order, so does everything submitted after it,
+ * until rows end or a lease is released and frees enough blocks. Keep the
+ * pinned prefixes well below kv_bytes, or release leases that are no
+ * longer needed. If the blocks cannot be pinned
+ * (FX_BATCHER_NO_PREFIX_CACHE, or no room) the lease still works: rows
+ * continuing it compute its tokens themselves.
  *
  * @param batcher The batcher.
  * @param text The prefix; copied (tokenized) during the call.

@@ -18,6 +18,7 @@
 
 #include "api/api_internal.h"
 #include "batcher/batcher.h"
+#include "kv/kv.h"
 #include "gguf_writer.h"
 #include "test_util.h"
 
@@ -786,6 +787,84 @@ static void test_logprob_events(void **state) {
     fx_model_free(m);
 }
 
+/* The default kv_bytes (ferrox.h): max_rows full rows, capped at 2 GiB,
+ * never below one row. Uncapped, a 7B model's default was ~64 GiB and
+ * fx_batcher_create failed with NOMEM unless the host set kv_bytes. */
+static void test_default_kv_cap(void **state) {
+    (void)state;
+    const uint64_t cap = FX_BATCHER_DEFAULT_KV_CAP;
+    fx_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_layer = 32; /* Llama-2-7B's K/V shape */
+    hp.n_head_kv = 32;
+    hp.head_dim = 128;
+    uint64_t per_block = (uint64_t)fx_kv_block_floats(&hp, 16) * 4 + 64 + 128;
+    /* 16 rows of 512: 8 GiB in full, so the cap. */
+    assert_true(per_block * 32 * 16 > cap);
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16), cap);
+    /* One row of 4096 is 4 GiB: the floor wins over the cap. */
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 4096, 16),
+                     per_block * 256);
+    /* Small enough: max_rows full rows, as before. */
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16),
+                     per_block * 4 * 2);
+
+    /* A real batcher whose uncapped default would be 4 GiB: 4 KiB of K/V
+     * per position, 512 rows of 2048 positions. */
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.n_embd = 256;
+    spec.n_head = 4;
+    spec.n_head_kv = 4;
+    spec.n_ctx = 2048;
+    gw_buf buf = {0};
+    gw_build_model(&buf, &spec);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", fx_test_tmp_path("kvcap.gguf"));
+    assert_int_equal(gw_write_file(&buf, path), 0);
+    gw_free(&buf);
+    fx_model *m = NULL;
+    char err[256];
+    if (fx_model_load(path, NULL, &m, err, sizeof err) != FX_OK)
+        fail_msg("load: %s", err);
+    remove(path);
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.max_rows = 512;
+    p.max_step_tokens = 64;
+    p.n_ctx = 2048;
+    uint64_t full_blocks = 512ull * (2048 / FX_KV_DEFAULT_BLOCK_TOKENS);
+    assert_true(fx_batcher_default_kv_bytes(&m->hp, 512, 2048,
+                                            FX_KV_DEFAULT_BLOCK_TOKENS) ==
+                cap);
+    fx_batcher *b = NULL;
+    if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
+        fail_msg("create with the default kv_bytes: %s", err);
+    fx_batcher_stats st;
+    fx_batcher_impl_stats(fx_batcher_get_impl(b), &st);
+    assert_int_equal(st.blocks_total,
+                     fx_kv_blocks_for_bytes(&m->hp, FX_KV_DEFAULT_BLOCK_TOKENS,
+                                            cap));
+    assert_true(st.blocks_total < full_blocks);
+    /* And it runs. */
+    static const int32_t ids[] = {1, 2, 3};
+    fx_request r;
+    fx_request_init(&r);
+    r.prompt_tokens = ids;
+    r.n_prompt_tokens = 3;
+    r.max_tokens = 2;
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &r, &row), FX_OK);
+    while (fx_batcher_pending(b)) assert_int_equal(fx_step(b), FX_OK);
+    fx_event ev;
+    int done = 0;
+    while (fx_poll(b, &ev)) done += ev.type == FX_EVENT_DONE;
+    assert_int_equal(done, 1);
+    check_baseline(b);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -819,6 +898,7 @@ int main(void) {
         cmocka_unit_test(test_api_misuse),
         cmocka_unit_test(test_soak),
         cmocka_unit_test(test_logprob_events),
+        cmocka_unit_test(test_default_kv_cap),
     };
     return cmocka_run_group_tests_name("batcher", tests, setup, teardown);
 }

@@ -53,11 +53,12 @@ const char *fx_status_str(fx_status status) {
 #define TENSOR_INFO_V1_SIZE (offsetof(fx_tensor_info, n_bytes) + \
                              sizeof(uint64_t))
 
-void fx_model_params_init(fx_model_params *params) {
+/* The _init functions are inline in ferrox.h and pass the host's sizeof;
+ * only the sized ones are exported, and they never write past `size`. */
+void fx_model_params_init_sized(fx_model_params *params, size_t size) {
     if (!params) return;
-    memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
-    params->log_level = FX_LOG_WARN;
+    fx_struct_init(params, size);
+    FX_INIT_MEMBER(params, size, fx_model_params, log_level, FX_LOG_WARN);
 }
 
 static void copy_message(const fx_error *err, char *errbuf,
@@ -183,10 +184,9 @@ static fx_status model_fail(const fx_model *model, fx_status status,
     return fx_fail(&m->err, status, "%s", what);
 }
 
-void fx_model_info_init(fx_model_info *info) {
+void fx_model_info_init_sized(fx_model_info *info, size_t size) {
     if (!info) return;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
+    fx_struct_init(info, size);
 }
 
 fx_status fx_model_get_info(const fx_model *model, fx_model_info *info) {
@@ -255,10 +255,9 @@ fx_status fx_model_meta_format(const fx_model *model, uint64_t index,
     return FX_OK;
 }
 
-void fx_tensor_info_init(fx_tensor_info *info) {
+void fx_tensor_info_init_sized(fx_tensor_info *info, size_t size) {
     if (!info) return;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
+    fx_struct_init(info, size);
 }
 
 uint64_t fx_model_tensor_count(const fx_model *model) {

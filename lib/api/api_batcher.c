@@ -20,22 +20,22 @@ struct fx_batcher {
 
 fx_batcher_impl *fx_batcher_get_impl(fx_batcher *b) { return b->impl; }
 
-void fx_batcher_params_init(fx_batcher_params *p) {
+/* Sized: `size` is the host's sizeof, which may be an older, smaller
+ * layout; each default is written only where the host's struct has it. */
+void fx_batcher_params_init_sized(fx_batcher_params *p, size_t size) {
     if (!p) return;
-    memset(p, 0, sizeof *p);
-    p->struct_size = sizeof *p;
-    p->log_level = FX_LOG_WARN;
+    fx_struct_init(p, size);
+    FX_INIT_MEMBER(p, size, fx_batcher_params, log_level, FX_LOG_WARN);
 }
 
-void fx_request_init(fx_request *r) {
+void fx_request_init_sized(fx_request *r, size_t size) {
     if (!r) return;
-    memset(r, 0, sizeof *r);
-    r->struct_size = sizeof *r;
-    r->max_tokens = 256;
-    r->top_p = 1.0f;
-    r->typical_p = 1.0f;
-    r->repeat_penalty = 1.0f;
-    r->penalty_last_n = 64;
+    fx_struct_init(r, size);
+    FX_INIT_MEMBER(r, size, fx_request, max_tokens, 256);
+    FX_INIT_MEMBER(r, size, fx_request, top_p, 1.0f);
+    FX_INIT_MEMBER(r, size, fx_request, typical_p, 1.0f);
+    FX_INIT_MEMBER(r, size, fx_request, repeat_penalty, 1.0f);
+    FX_INIT_MEMBER(r, size, fx_request, penalty_last_n, 64);
 }
 
 fx_status fx_batcher_create(fx_model *model, const fx_batcher_params *params,

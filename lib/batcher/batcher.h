@@ -48,6 +48,14 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
 int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *l);
 fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
 
+/* The most fx_batcher_params.kv_bytes defaults to (ferrox.h): 2 GiB. */
+#define FX_BATCHER_DEFAULT_KV_CAP ((uint64_t)2 << 30)
+
+/* The default kv_bytes: max_rows rows of n_ctx positions, capped at
+ * FX_BATCHER_DEFAULT_KV_CAP, but never less than one row. */
+uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
+                                     uint32_t n_ctx, uint32_t block_tokens);
+
 /* ---- for tests: the accounting the invariants are stated in ---- */
 
 typedef struct fx_batcher_stats {

@@ -347,17 +347,31 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
                        "(..256)",
                        p->max_rows, p->max_step_tokens, p->n_ctx,
                        p->block_tokens, p->n_threads);
-    if (p->kv_bytes == 0) {
-        uint64_t blocks = ((uint64_t)p->n_ctx + p->block_tokens - 1) /
-                          p->block_tokens * p->max_rows;
-        /* The pool counts its per-block bookkeeping against the budget
-         * too; this allowance covers it. */
-        uint64_t per_block = fx_kv_block_floats(hp, p->block_tokens) *
-                                 sizeof(float) +
-                             64 + 8 * (uint64_t)p->block_tokens;
-        p->kv_bytes = blocks * per_block;
-    }
+    if (p->kv_bytes == 0)
+        p->kv_bytes = fx_batcher_default_kv_bytes(hp, p->max_rows, p->n_ctx,
+                                                  p->block_tokens);
     return FX_OK;
+}
+
+uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
+                                     uint32_t n_ctx, uint32_t block_tokens) {
+    uint64_t row_blocks = ((uint64_t)n_ctx + block_tokens - 1) / block_tokens;
+    /* The pool counts its per-block bookkeeping against the budget too;
+     * this allowance covers it. */
+    uint64_t per_block = (uint64_t)fx_kv_block_floats(hp, block_tokens) *
+                             sizeof(float) +
+                         64 + 8 * (uint64_t)block_tokens;
+    uint64_t one_row = row_blocks * per_block;
+    /* max_rows full rows of F32 K/V is ~64 GiB for a 7B model at 4096
+     * positions, so an uncapped default made fx_batcher_create fail with
+     * NOMEM out of the box. Rows are admitted by the blocks they need, so
+     * a smaller pool still serves max_rows rows when they are short, and
+     * queues the rest otherwise. One full row is the floor: below it a
+     * request of n_ctx positions could never run. */
+    uint64_t full = one_row * max_rows;
+    uint64_t budget = full < FX_BATCHER_DEFAULT_KV_CAP ? full
+                                                       : FX_BATCHER_DEFAULT_KV_CAP;
+    return budget < one_row ? one_row : budget;
 }
 
 fx_status fx_batcher_impl_create(const fx_batcher_model *model,

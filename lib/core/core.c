@@ -93,6 +93,15 @@ void fx_log(const fx_logger *logger, fx_log_level level, const char *fmt, ...) {
     logger->fn(logger->user, level, line);
 }
 
+void fx_struct_init(void *p, size_t size) {
+    memset(p, 0, size);
+    if (size < sizeof(uint32_t)) return; /* no room even for struct_size */
+    /* A size past 4 GiB cannot be stored; UINT32_MAX still reads as "newer
+     * than this library", whose unknown bytes are all zero. */
+    uint32_t v = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+    memcpy(p, &v, sizeof v);
+}
+
 fx_status fx_params_copy(void *dst, size_t known_size, const void *src,
                          size_t min_size, fx_error *err, const char *what) {
     uint32_t given;

@@ -80,6 +80,22 @@ void fx_log(const fx_logger *logger, fx_log_level level, const char *fmt, ...)
 fx_status fx_params_copy(void *dst, size_t known_size, const void *src,
                          size_t min_size, fx_error *err, const char *what);
 
+/* The body of every fx_*_init_sized: zeroes the caller's `size` bytes (all
+ * of them, also past this library's sizeof, so a newer host's members this
+ * library does not know read as 0 = default) and stores `size` in the
+ * leading uint32_t struct_size when it fits. Never writes past `size`: the
+ * caller's struct may be an older, smaller layout than ours. */
+void fx_struct_init(void *p, size_t size);
+
+/* Sets one member to its default only if the member lies wholly inside the
+ * caller's `size` bytes (see fx_struct_init). */
+#define FX_INIT_MEMBER(p, size, type, member, value)                        \
+    do {                                                                    \
+        if (offsetof(type, member) + sizeof(((type *)0)->member) <= (size)) \
+            (p)->member = (value);                                          \
+    } while (0)
+
+
 /* ---- checked arithmetic ---- */
 
 static inline bool fx_add_u64(uint64_t a, uint64_t b, uint64_t *out) {

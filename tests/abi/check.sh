@@ -13,8 +13,10 @@
 # Regenerating the baseline -- whoever changes a declaration in
 # include/ferrox.h does it in the same commit: after an intended ABI change
 # with its SONAME bump, and also after an allowed addition, so that the
-# next change is measured against it. (The committed baseline is the
-# header of commit 6383b13, fx_json_schema_to_grammar included.) Build the
+# next change is measured against it. (The committed baseline was
+# regenerated when the fx_*_init functions became inline over the exported
+# fx_*_init_sized, without a SONAME bump: ferrox is unreleased, see README.)
+# Build the
 # default build (RelWithDebInfo, so -g), then from the source root
 #
 #   abidw --drop-private-types --no-corpus-path --no-comp-dir-path --short-locs \

@@ -265,7 +265,7 @@ class Model:
     def __init__(self, path, *, vocab_only: bool = False):
         L = lib()
         params = _capi.ModelParams()
-        L.fx_model_params_init(ctypes.byref(params))
+        _capi.init(L, "model_params", params)
         if vocab_only:
             params.flags |= _capi.MODEL_VOCAB_ONLY
         out = ctypes.c_void_p()
@@ -327,7 +327,7 @@ class Model:
     def info(self) -> ModelInfo:
         L = lib()
         i = _capi.ModelInfo()
-        L.fx_model_info_init(ctypes.byref(i))
+        _capi.init(L, "model_info", i)
         self._call(L.fx_model_get_info, ctypes.byref(i))
         return ModelInfo(
             _text(i.arch or b""), _text(i.name or b""), i.gguf_version,
@@ -515,7 +515,7 @@ class Batcher:
                  fast: bool = False):
         L = lib()
         p = _capi.BatcherParams()
-        L.fx_batcher_params_init(ctypes.byref(p))
+        _capi.init(L, "batcher_params", p)
         for name, value in (("max_rows", max_rows),
                             ("max_step_tokens", max_step_tokens),
                             ("n_ctx", n_ctx), ("block_tokens", block_tokens),
@@ -609,7 +609,7 @@ class Batcher:
         compile, with the line and column in the message)."""
         L = lib()
         r = _capi.Request()
-        L.fx_request_init(ctypes.byref(r))
+        _capi.init(L, "request", r)
         # Every ctypes object the request points to stays referenced by a
         # local until fx_submit returns; the library copies them all.
         if isinstance(prompt, (str, bytes, bytearray)):

@@ -1,10 +1,13 @@
 """ctypes declarations of include/ferrox.h.
 
 Every structure mirrors the header field for field. The ones that have an
-_init function carry their size in struct_size, so the test suite checks
-each ctypes layout against the size the library itself writes there: a
-field added to the header and forgotten here fails that test instead of
-corrupting memory.
+_init function are initialized through the exported fx_*_init_sized with
+ctypes.sizeof of the structure here (the header's fx_*_init are inline and
+pass the C sizeof, which ctypes cannot see). The library then writes only
+inside that size, and struct_size tells it which layout this binding has;
+the test suite checks that the library's defaults land on the fields
+declared here, so a layout that drifted from the header fails a test
+instead of corrupting memory.
 """
 
 import ctypes
@@ -203,11 +206,11 @@ _SIGNATURES = {
     "fx_version_number": (_u32, []),
     "fx_version_string": (_cp, []),
     "fx_status_str": (_cp, [_int]),
-    "fx_model_params_init": (None, [_P(ModelParams)]),
+    "fx_model_params_init_sized": (None, [_P(ModelParams), _sz]),
     "fx_model_load": (_int, [_cp, _P(ModelParams), _P(_vp), _cp, _sz]),
     "fx_model_free": (None, [_vp]),
     "fx_model_errmsg": (_cp, [_vp]),
-    "fx_model_info_init": (None, [_P(ModelInfo)]),
+    "fx_model_info_init_sized": (None, [_P(ModelInfo), _sz]),
     "fx_model_get_info": (_int, [_vp, _P(ModelInfo)]),
     "fx_tokenize": (_int, [_vp, _cp, _sz, _u32, c_int32_p, _sz, _P(_sz)]),
     "fx_token_to_piece": (_int, [_vp, ctypes.c_int32, _u32, _vp, _sz,
@@ -225,11 +228,11 @@ _SIGNATURES = {
     "fx_chat_family_count": (_sz, []),
     "fx_chat_family_name": (_cp, [_sz]),
     "fx_model_chat_stop_tokens": (_int, [_vp, _cp, c_int32_p, _sz, _P(_sz)]),
-    "fx_batcher_params_init": (None, [_P(BatcherParams)]),
+    "fx_batcher_params_init_sized": (None, [_P(BatcherParams), _sz]),
     "fx_batcher_create": (_int, [_vp, _P(BatcherParams), _P(_vp), _cp, _sz]),
     "fx_batcher_free": (None, [_vp]),
     "fx_batcher_errmsg": (_cp, [_vp]),
-    "fx_request_init": (None, [_P(Request)]),
+    "fx_request_init_sized": (None, [_P(Request), _sz]),
     "fx_submit": (_int, [_vp, _P(Request), _P(_vp)]),
     "fx_step": (_int, [_vp]),
     "fx_batcher_pending": (_u32, [_vp]),
@@ -282,3 +285,10 @@ def lib():
                     % (path, handle.fx_version_string().decode(), ABI_MAJOR))
             _lib = handle
         return _lib
+
+
+def init(lib, name, obj):
+    """Fills obj (a ctypes structure) with the library's defaults through
+    fx_<name>_init_sized, passing this binding's own size of it."""
+    getattr(lib, "fx_%s_init_sized" % name)(ctypes.byref(obj),
+                                            ctypes.sizeof(obj))

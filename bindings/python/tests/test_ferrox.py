@@ -46,18 +46,34 @@ class Base(unittest.TestCase):
 
 
 class TestLayout(unittest.TestCase):
-    def test_struct_sizes_match_the_library(self):
-        # Each _init writes sizeof(the C struct) into struct_size; a ctypes
-        # layout that drifted from the header shows up here.
+    def test_struct_layouts_match_the_library(self):
+        # fx_*_init_sized writes defaults only inside the size it is given
+        # and stores that size in struct_size. Given ctypes' size, the
+        # library's defaults must land on the fields declared here (a
+        # layout that drifted from the header reads them at the wrong
+        # offsets), and the bytes past it must stay untouched.
         L = _capi.lib()
-        for cls, init in ((_capi.ModelParams, L.fx_model_params_init),
-                          (_capi.ModelInfo, L.fx_model_info_init),
-                          (_capi.BatcherParams, L.fx_batcher_params_init),
-                          (_capi.Request, L.fx_request_init)):
-            buf = ctypes.create_string_buffer(4096)
-            init(ctypes.cast(buf, ctypes.POINTER(cls)))
-            size = ctypes.c_uint32.from_buffer(buf).value
-            self.assertEqual(size, ctypes.sizeof(cls), cls.__name__)
+        checks = (
+            (_capi.ModelParams, "model_params", {"log_level": 1}),
+            (_capi.ModelInfo, "model_info", {}),
+            (_capi.BatcherParams, "batcher_params", {"log_level": 1}),
+            (_capi.Request, "request", {"max_tokens": 256, "top_p": 1.0,
+                                        "typical_p": 1.0,
+                                        "repeat_penalty": 1.0,
+                                        "penalty_last_n": 64,
+                                        "n_logprobs": 0}),
+        )
+        for cls, name, defaults in checks:
+            size = ctypes.sizeof(cls)
+            buf = ctypes.create_string_buffer(b"\xa5" * (size + 64))
+            getattr(L, "fx_%s_init_sized" % name)(
+                ctypes.cast(buf, ctypes.POINTER(cls)), size)
+            self.assertEqual(buf.raw[size:size + 64], b"\xa5" * 64, name)
+            obj = cls.from_buffer(buf)
+            self.assertEqual(obj.struct_size, size, name)
+            for field, value in defaults.items():
+                self.assertEqual(getattr(obj, field), value,
+                                 "%s.%s" % (name, field))
 
     def test_version(self):
         self.assertRegex(ferrox.version(), r"^0\.\d+\.\d+$")
@@ -71,6 +87,9 @@ class TestModel(Base):
         self.assertEqual(info.n_embd, 256)
         self.assertGreater(info.n_vocab, 0)
         self.assertEqual(self.model.vocab_size, info.n_vocab)
+        # The last field: a ModelInfo layout that drifted from the header
+        # would read it from the wrong offset.
+        self.assertEqual(info.file_size, os.path.getsize(MODEL))
 
     def test_tokenize_round_trip(self):
         text = "Hello world, once upon a time"

@@ -1,10 +1,13 @@
 //! Raw declarations of `include/ferrox.h`, written by hand.
 //!
 //! Every `#[repr(C)]` structure mirrors the header field for field. The
-//! ones with an `_init` function carry `struct_size`, and the test suite
-//! checks each against the size the library writes there, so a field
-//! added to the header and forgotten here fails a test instead of
-//! corrupting memory. C enums are `c_int`: a value from a newer library
+//! ones with an `_init` function carry `struct_size`: they are initialized
+//! through the exported `fx_*_init_sized` with this crate's own size (the
+//! header's `fx_*_init` are inline; the wrappers at the end of this file
+//! mirror them), so the library never writes past the Rust struct. The
+//! test suite checks that the library's defaults land on the fields
+//! declared here, so a field added to the header and forgotten here fails
+//! a test instead of corrupting memory. C enums are `c_int`: a value from a newer library
 //! must never become an invalid Rust enum.
 
 #![allow(non_camel_case_types)]
@@ -208,7 +211,7 @@ extern "C" {
     pub fn fx_version_string() -> *const c_char;
     pub fn fx_status_str(status: fx_status) -> *const c_char;
 
-    pub fn fx_model_params_init(params: *mut fx_model_params);
+    pub fn fx_model_params_init_sized(params: *mut fx_model_params, size: usize);
     pub fn fx_model_load(
         path: *const c_char,
         params: *const fx_model_params,
@@ -218,7 +221,7 @@ extern "C" {
     ) -> fx_status;
     pub fn fx_model_free(model: *mut fx_model);
     pub fn fx_model_errmsg(model: *const fx_model) -> *const c_char;
-    pub fn fx_model_info_init(info: *mut fx_model_info);
+    pub fn fx_model_info_init_sized(info: *mut fx_model_info, size: usize);
     pub fn fx_model_get_info(model: *const fx_model, info: *mut fx_model_info) -> fx_status;
 
     pub fn fx_tokenize(
@@ -288,7 +291,7 @@ extern "C" {
         n: *mut usize,
     ) -> fx_status;
 
-    pub fn fx_batcher_params_init(params: *mut fx_batcher_params);
+    pub fn fx_batcher_params_init_sized(params: *mut fx_batcher_params, size: usize);
     pub fn fx_batcher_create(
         model: *mut fx_model,
         params: *const fx_batcher_params,
@@ -298,7 +301,7 @@ extern "C" {
     ) -> fx_status;
     pub fn fx_batcher_free(batcher: *mut fx_batcher);
     pub fn fx_batcher_errmsg(batcher: *const fx_batcher) -> *const c_char;
-    pub fn fx_request_init(request: *mut fx_request);
+    pub fn fx_request_init_sized(request: *mut fx_request, size: usize);
     pub fn fx_submit(
         batcher: *mut fx_batcher,
         request: *const fx_request,
@@ -318,4 +321,40 @@ extern "C" {
     ) -> fx_status;
     pub fn fx_lease_ready(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_release(batcher: *mut fx_batcher, lease: *mut fx_lease) -> fx_status;
+}
+
+/// `fx_model_params_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `params` must point to a writable `fx_model_params` (or be NULL).
+pub unsafe fn fx_model_params_init(params: *mut fx_model_params) {
+    fx_model_params_init_sized(params, std::mem::size_of::<fx_model_params>())
+}
+
+/// `fx_model_info_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `info` must point to a writable `fx_model_info` (or be NULL).
+pub unsafe fn fx_model_info_init(info: *mut fx_model_info) {
+    fx_model_info_init_sized(info, std::mem::size_of::<fx_model_info>())
+}
+
+/// `fx_batcher_params_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `params` must point to a writable `fx_batcher_params` (or be NULL).
+pub unsafe fn fx_batcher_params_init(params: *mut fx_batcher_params) {
+    fx_batcher_params_init_sized(params, std::mem::size_of::<fx_batcher_params>())
+}
+
+/// `fx_request_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `request` must point to a writable `fx_request` (or be NULL).
+pub unsafe fn fx_request_init(request: *mut fx_request) {
+    fx_request_init_sized(request, std::mem::size_of::<fx_request>())
 }

@@ -46,25 +46,40 @@ fn sampled(prompt: &str, max_tokens: u32, seed: u64) -> Request {
 
 #[test]
 fn struct_layouts_match_the_library() {
-    // Each _init writes sizeof(the C struct) into struct_size; a Rust
-    // layout that drifted from the header shows up here. The buffer is
-    // larger than any of them, so a C struct bigger than ours is caught
-    // rather than written past the end.
+    // fx_*_init_sized writes defaults only inside the size it is given and
+    // stores that size in struct_size. Given our size, the library's
+    // defaults must land on the fields declared here (a drifted layout
+    // reads them at other offsets), and the bytes past our struct must
+    // stay untouched.
     macro_rules! check {
-        ($init:path, $t:ty) => {{
-            let mut buf = [0u64; 512];
-            unsafe { $init(buf.as_mut_ptr() as *mut $t) };
-            assert_eq!(
-                buf[0] as u32 as usize,
-                std::mem::size_of::<$t>(),
-                stringify!($t)
-            );
+        ($init:path, $t:ty, |$v:ident| $body:block) => {{
+            const GUARD: u64 = 0xa5a5_a5a5_a5a5_a5a5;
+            let mut buf = [GUARD; 512];
+            let size = std::mem::size_of::<$t>();
+            assert!(size % 8 == 0 && size + 64 <= 512 * 8);
+            unsafe { $init(buf.as_mut_ptr() as *mut $t, size) };
+            assert!(buf[size / 8..].iter().all(|&w| w == GUARD), stringify!($t));
+            let $v: &$t = unsafe { &*(buf.as_ptr() as *const $t) };
+            assert_eq!($v.struct_size as usize, size, stringify!($t));
+            $body
         }};
     }
-    check!(sys::fx_model_params_init, sys::fx_model_params);
-    check!(sys::fx_model_info_init, sys::fx_model_info);
-    check!(sys::fx_batcher_params_init, sys::fx_batcher_params);
-    check!(sys::fx_request_init, sys::fx_request);
+    check!(sys::fx_model_params_init_sized, sys::fx_model_params, |p| {
+        assert_eq!(p.log_level, 1);
+    });
+    check!(sys::fx_model_info_init_sized, sys::fx_model_info, |i| {
+        assert_eq!(i.file_size, 0);
+    });
+    check!(sys::fx_batcher_params_init_sized, sys::fx_batcher_params, |p| {
+        assert_eq!(p.log_level, 1);
+    });
+    check!(sys::fx_request_init_sized, sys::fx_request, |r| {
+        assert_eq!(r.max_tokens, 256);
+        assert_eq!(r.top_p, 1.0);
+        assert_eq!(r.typical_p, 1.0);
+        assert_eq!(r.repeat_penalty, 1.0);
+        assert_eq!(r.penalty_last_n, 64);
+    });
 }
 
 #[test]
