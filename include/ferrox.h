@@ -296,8 +296,10 @@ typedef enum fx_log_level {
  *
  * What a hook may do: anything that does not call back into the handle
  * that is logging. A batcher refuses such calls with FX_ERR_REENTRANT
- * (fx_poll returns 0, fx_batcher_free does nothing); fx_cancel from a log
- * hook is allowed.
+ * (fx_poll returns 0); fx_batcher_free from a hook is deferred: the
+ * batcher is freed when the call the hook runs inside returns (that call's
+ * result still arrives; do not use the handle after it). fx_cancel from a
+ * log hook is allowed.
  *
  * @param user The handle's log_user.
  * @param level The message's level.
@@ -329,7 +331,7 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
 typedef struct fx_model_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_model_params),
                                  set by fx_model_params_init */
-    uint32_t flags;         /**< FX_MODEL_*; unknown bits are ignored */
+    uint32_t flags;         /**< FX_MODEL_*; unknown bits are FX_ERR_INVALID_ARG */
     fx_allocator allocator; /**< default: the C library's. Used for all the
                                  model allocates, for its whole life */
     fx_log_fn log_fn;       /**< default: NULL, no logging. Called only
@@ -1261,7 +1263,9 @@ FX_API fx_status fx_batcher_create(fx_model *model,
  * Leases and row handles die with it; the event text and token pointers
  * it handed out become invalid. Joins the worker threads. Frees the model
  * too if fx_model_free was called on it and this was its last batcher.
- * Called from inside one of the batcher's own callbacks it does nothing.
+ * Called from inside one of the batcher's own callbacks (a log or
+ * allocator hook) it is deferred: the batcher is freed when the call that
+ * hook runs inside returns (an fx_poll then returns 0).
  *
  * Threads: must not overlap any other call on the batcher, fx_cancel
  * included.

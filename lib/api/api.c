@@ -90,6 +90,15 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         copy_message(&load_err, errbuf, errbuf_size);
         return st;
     }
+    if (p.flags & ~FX_MODEL_VOCAB_ONLY) {
+        /* Refused like unknown batcher and request flags: a flag from a
+         * newer header must not be silently ignored by an older library. */
+        st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
+                     "fx_model_params.flags: unknown bits 0x%x",
+                     (unsigned)(p.flags & ~FX_MODEL_VOCAB_ONLY));
+        copy_message(&load_err, errbuf, errbuf_size);
+        return st;
+    }
     fx_alloc alloc;
     if (fx_alloc_init(&alloc, &p.allocator) != FX_OK) {
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,

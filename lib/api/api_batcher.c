@@ -15,6 +15,8 @@ struct fx_batcher {
     fx_model *model;
     fx_batcher_impl *impl;
     int in_call;
+    int free_requested; /* fx_batcher_free from inside a callback: done
+                           when the outer call returns */
     fx_error err; /* failures before impl exists or of the guard itself */
 };
 
@@ -75,7 +77,14 @@ fx_status fx_batcher_create(fx_model *model, const fx_batcher_params *params,
 }
 
 void fx_batcher_free(fx_batcher *b) {
-    if (!b || b->in_call) return;
+    if (!b) return;
+    if (b->in_call) {
+        /* A hook is running inside one of this batcher's calls: freeing
+         * now would pull the state from under that call, and ignoring it
+         * would leak the batcher. */
+        b->free_requested = 1;
+        return;
+    }
     fx_model *model = b->model;
     fx_batcher_impl_free(b->impl);
     fx_alloc alloc = b->alloc;
@@ -100,6 +109,13 @@ static fx_status enter(fx_batcher *b, const char *what) {
     return FX_OK;
 }
 
+/* Leaves a guarded call; runs a free a callback asked for meanwhile. The
+ * caller must not touch b afterwards. */
+static void leave(fx_batcher *b) {
+    b->in_call = 0;
+    if (b->free_requested) fx_batcher_free(b);
+}
+
 fx_status fx_submit(fx_batcher *b, const fx_request *request, fx_row **out_row) {
     if (!b) return FX_ERR_INVALID_ARG;
     if (out_row) *out_row = NULL;
@@ -109,7 +125,7 @@ fx_status fx_submit(fx_batcher *b, const fx_request *request, fx_row **out_row) 
     fx_status st = enter(b, "fx_submit");
     if (st != FX_OK) return st;
     st = fx_batcher_impl_submit(b->impl, request, out_row);
-    b->in_call = 0;
+    leave(b);
     return st;
 }
 
@@ -118,7 +134,7 @@ fx_status fx_step(fx_batcher *b) {
     fx_status st = enter(b, "fx_step");
     if (st != FX_OK) return st;
     st = fx_batcher_impl_step(b->impl);
-    b->in_call = 0;
+    leave(b);
     return st;
 }
 
@@ -130,7 +146,10 @@ int fx_poll(fx_batcher *b, fx_event *event) {
     if (!b || !event) return 0;
     if (enter(b, "fx_poll") != FX_OK) return 0;
     int got = fx_batcher_impl_poll(b->impl, event);
-    b->in_call = 0;
+    /* The event's text lives in the batcher: none is handed out from a
+     * batcher about to be freed. */
+    if (b->free_requested) got = 0;
+    leave(b);
     return got;
 }
 
@@ -146,7 +165,7 @@ fx_status fx_row_release(fx_batcher *b, fx_row *row) {
     fx_status st = enter(b, "fx_row_release");
     if (st != FX_OK) return st;
     st = fx_batcher_impl_release(b->impl, row);
-    b->in_call = 0;
+    leave(b);
     return st;
 }
 
@@ -160,7 +179,7 @@ fx_status fx_lease_create(fx_batcher *b, const char *text, size_t text_len,
     fx_status st = enter(b, "fx_lease_create");
     if (st != FX_OK) return st;
     st = fx_batcher_impl_lease_create(b->impl, text, text_len, flags, out);
-    b->in_call = 0;
+    leave(b);
     return st;
 }
 
@@ -173,6 +192,6 @@ fx_status fx_lease_release(fx_batcher *b, fx_lease *lease) {
     fx_status st = enter(b, "fx_lease_release");
     if (st != FX_OK) return st;
     st = fx_batcher_impl_lease_release(b->impl, lease);
-    b->in_call = 0;
+    leave(b);
     return st;
 }
