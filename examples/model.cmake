@@ -10,3 +10,8 @@ endfunction()
 
 fx_add_internal_tool(ferrox-mkmodel ferrox-mkmodel.c
                      ${PROJECT_SOURCE_DIR}/tests/support/gguf_writer.c)
+
+# The benchmark drives the batcher through the public API, and for its
+# roofline phase times the matmul kernels and OpenBLAS sgemm (linked through
+# the static library) on the same threads.
+fx_add_internal_tool(ferrox-bench ferrox-bench.c)

@@ -283,6 +283,7 @@ int main(int argc, char **argv) {
     p.n_threads = threads;
     p.fast_min_m = 1; /* FX_MATMUL_FAST: OpenBLAS at every M, for the side
                          by side comparison */
+    p.fast_blas = FX_FAST_BLAS_ALWAYS;
     fx_kernels *kc = NULL;
     fx_error err;
     if (fx_kernels_create(&alloc, &p, &kc, &err) != FX_OK) {

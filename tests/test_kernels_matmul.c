@@ -11,8 +11,18 @@
  *  - accuracy against a double-precision reference on the same weight
  *    values, within g(ceil(K/8)+3) * sum|x*w|, the bound of the defined
  *    order (8 sequential lanes of ceil(K/8) fmas, then a 3-level tree);
+ *  - Q8_0: the definition of kernels.h (activation quantization, exact
+ *    integer group sums, one fma per block) written again here, equal bit
+ *    for bit to every path, on blocks with rounding ties, zeros, tiny and
+ *    huge values; within g(K/32+4) of exact arithmetic on the same quants
+ *    and within the quantization error of the float x; NaN and inf in x
+ *    give NaN on every path;
  *  - signed zeros from underflow survive the tail padding identically;
- *  - argument checks; the OpenBLAS fast mode is close to the reference.
+ *  - several weights on one x (fx_matmul_multi) give each output exactly
+ *    what a call of its own gives;
+ *  - argument checks; the OpenBLAS fast mode is close to the reference,
+ *    and where the context decides OpenBLAS would be slower, the fast flag
+ *    changes no bit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -279,13 +289,214 @@ static void test_accuracy(void **state) {
     fx_kernels *kc = make_ctx(FX_ISA_AUTO, 2);
     const shape shapes[] = {{1, 64, 4096}, {20, 40, 4096}, {5, 33, 1000},
                             {9, 17, 352}};
-    for (size_t t = 0; t < 4; t++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            shape sh = shapes[s];
-            if (all_types[t] == FX_WTYPE_Q8_0) sh.k = sh.k / 32 * 32;
-            check_accuracy(kc, all_types[t], sh);
-        }
+    /* Q8_0 has its own order and bound (test_q8_accuracy). */
+    for (size_t t = 0; t < 3; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            check_accuracy(kc, all_types[t], shapes[s]);
     fx_kernels_free(kc);
+}
+
+/* ---- Q8_0: the definition of kernels.h, written again ---- */
+
+/* Block b of a row of x quantized by the rule of kernels.h: q and dx. The
+ * rounding goes through rint in double (exact on a float), not the
+ * library's nearbyintf, so a wrong rounding rule in any path shows. */
+static void ref_quantize_block(const float *x, int8_t q[32], float *dx) {
+    uint32_t amax = 0;
+    for (int i = 0; i < 32; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u &= 0x7fffffffu;
+        if (u > amax) amax = u;
+    }
+    memset(q, 0, 32);
+    if (amax >= 0x7f800000u) {
+        *dx = NAN;
+        return;
+    }
+    float a;
+    memcpy(&a, &amax, 4);
+    if (a < 0x1p-100f) {
+        *dx = 0.0f;
+        return;
+    }
+    *dx = a / 127.0f;
+    const float id = 127.0f / a;
+    for (int i = 0; i < 32; i++) {
+        const float v = x[i] * id;
+        const double r = rint((double)v);
+        assert_true(fabs(r) <= 127.0);
+        q[i] = (int8_t)r;
+    }
+}
+
+/* y for one x row and one weight row, in the order of kernels.h. */
+static float ref_q8_dot(const float *x, const uint8_t *wrow, size_t k) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t b = 0; b < k / 32; b++) {
+        int8_t q[32];
+        float dx;
+        ref_quantize_block(x + 32 * b, q, &dx);
+        fx_block_q8_0 blk;
+        memcpy(&blk, wrow + b * sizeof blk, sizeof blk);
+        const float s = fx_f16_to_f32(blk.d) * dx;
+        for (int j = 0; j < 8; j++) {
+            int32_t p = 0;
+            for (int i = 4 * j; i < 4 * j + 4; i++)
+                p += (int32_t)blk.qs[i] * (int32_t)q[i];
+            acc[j] = fmaf(s, (float)p, acc[j]);
+        }
+    }
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
+           ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+/* Blocks that stress the quantizer: one with x * id landing exactly on
+ * halves (amax 127 gives id 1: 2.5 -> 2, 3.5 -> 4, -0.5 -> -0), all
+ * zeros, tiny (below 2^-100: quantized to zeros), subnormal and huge
+ * magnitudes, a lone large value among small ones. */
+static void fill_special_x(float *x, size_t k, uint64_t seed) {
+    uint64_t s = seed;
+    for (size_t b = 0; b < k / 32; b++) {
+        float *xb = x + 32 * b;
+        const int kind = (int)(b % 6);
+        for (int i = 0; i < 32; i++) {
+            const float r = rng_f(&s);
+            switch (kind) {
+            case 0: xb[i] = i == 0 ? 127.0f : (float)((i % 9) - 4) + 0.5f; break;
+            case 1: xb[i] = 0.0f; break;
+            case 2: xb[i] = r * 0x1p-110f; break;
+            case 3: xb[i] = i == 5 ? 1e30f : r * 1e28f; break;
+            case 4: xb[i] = i == 7 ? -50.0f : r * 1e-3f; break;
+            default: xb[i] = r * 0x1p-99f; break;
+            }
+        }
+    }
+}
+
+static void test_q8_definition(void **state) {
+    (void)state;
+    const shape shapes[] = {{9, 13, 192}, {40, 7, 64}, {3, 50, 1024}};
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape sh = shapes[si];
+        uint8_t *w = make_weights(FX_WTYPE_Q8_0, sh.n, sh.k, 17 + si);
+        float *x = make_x(sh.m, sh.k, sh.k, 3 + si);
+        /* Half the rows random, half special. */
+        for (size_t r = 0; r < sh.m; r += 2)
+            fill_special_x(x + r * sh.k, sh.k, 100 + r);
+        const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, sh.k);
+        float *want = malloc(sh.m * sh.n * sizeof *want);
+        assert_non_null(want);
+        for (size_t r = 0; r < sh.m; r++)
+            for (size_t n = 0; n < sh.n; n++)
+                want[r * sh.n + n] = ref_q8_dot(x + r * sh.k, w + n * rb, sh.k);
+        for (int a = 0; a < 3; a++)
+            for (unsigned threads = 1; threads <= 2; threads++) {
+                fx_kernels *kc = make_ctx(isas[a], threads);
+                if (!kc) continue;
+                float *y = run_mm(kc, x, sh.k, 0, sh.m, w, FX_WTYPE_Q8_0,
+                                  sh.n, sh.k);
+                char what[96];
+                snprintf(what, sizeof what, "q8_0 definition isa=%d M=%zu K=%zu",
+                         (int)isas[a], sh.m, sh.k);
+                for (size_t r = 0; r < sh.m; r++)
+                    assert_rows_identical(y + r * sh.n, want + r * sh.n, sh.n,
+                                          what, r);
+                free(y);
+                fx_kernels_free(kc);
+            }
+        free(want);
+        free(x);
+        free(w);
+    }
+}
+
+/* Against exact arithmetic on the same quants, within g(K/32 + 4) of the
+ * magnitudes (one rounding for the scale, K/32 fmas, the tree); and
+ * against the float x, within the quantization error on top: each x[i]
+ * is represented as dx * q[i] to within dx/2 + 3u|x[i]|. */
+static void test_q8_accuracy(void **state) {
+    (void)state;
+    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 2);
+    const shape shapes[] = {{1, 64, 4096}, {20, 40, 4096}, {5, 33, 992},
+                            {9, 17, 352}, {70, 9, 288}};
+    const double u = 0x1p-24;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape sh = shapes[si];
+        uint8_t *w = make_weights(FX_WTYPE_Q8_0, sh.n, sh.k, 99 + sh.k);
+        float *x = make_x(sh.m, sh.k, sh.k, 5);
+        float *y = run_mm(kc, x, sh.k, 0, sh.m, w, FX_WTYPE_Q8_0, sh.n, sh.k);
+        const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, sh.k);
+        const double j = (double)(sh.k / 32 + 4);
+        const double gamma = j * u / (1.0 - j * u);
+        for (size_t m = 0; m < sh.m; m++)
+            for (size_t n = 0; n < sh.n; n++) {
+                double exact_q = 0, mag_q = 0, exact_f = 0, qerr = 0;
+                for (size_t b = 0; b < sh.k / 32; b++) {
+                    int8_t q[32];
+                    float dx;
+                    const float *xb = x + m * sh.k + 32 * b;
+                    ref_quantize_block(xb, q, &dx);
+                    fx_block_q8_0 blk;
+                    memcpy(&blk, w + n * rb + b * sizeof blk, sizeof blk);
+                    const double dw = fx_f16_to_f32(blk.d);
+                    double p = 0, pa = 0;
+                    for (int i = 0; i < 32; i++) {
+                        p += (double)blk.qs[i] * q[i];
+                        pa += fabs((double)blk.qs[i] * q[i]);
+                        const double wv = dw * blk.qs[i];
+                        exact_f += wv * xb[i];
+                        qerr += fabs(wv) * (dx / 2.0 + 3.01 * u * fabs(xb[i]));
+                    }
+                    exact_q += dw * dx * p;
+                    mag_q += fabs(dw * dx) * pa;
+                }
+                const double got = y[m * sh.n + n];
+                if (fabs(got - exact_q) > gamma * mag_q ||
+                    fabs(got - exact_f) > gamma * mag_q + qerr) {
+                    print_error("q8_0 K=%zu y[%zu][%zu]=%.9g exact(q)=%.9g "
+                                "bound %g exact(x)=%.9g bound %g\n", sh.k, m,
+                                n, got, exact_q, gamma * mag_q, exact_f,
+                                gamma * mag_q + qerr);
+                    fail();
+                }
+            }
+        free(y);
+        free(x);
+        free(w);
+    }
+    fx_kernels_free(kc);
+}
+
+/* A block holding NaN or inf makes the row's outputs NaN on every path
+ * (the float x would give inf or NaN; a quantized block cannot carry
+ * inf). The other rows of the batch are untouched. */
+static void test_q8_nonfinite(void **state) {
+    (void)state;
+    const size_t k = 96, n = 5, m = 3;
+    uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 8);
+    float *x = make_x(m, k, k, 9);
+    x[0 * k + 40] = NAN;
+    x[2 * k + 95] = -INFINITY;
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k);
+    for (int a = 0; a < 3; a++) {
+        fx_kernels *kc = make_ctx(isas[a], 1);
+        if (!kc) continue;
+        float *y = run_mm(kc, x, k, 0, m, w, FX_WTYPE_Q8_0, n, k);
+        for (size_t j = 0; j < n; j++) {
+            assert_true(isnan(y[0 * n + j]));
+            assert_true(isnan(y[2 * n + j]));
+            const float want = ref_q8_dot(x + k, w + j * rb, k);
+            assert_true(isfinite(y[n + j]));
+            assert_rows_identical(&y[n + j], &want, 1, "q8_0 finite row", 1);
+        }
+        free(y);
+        fx_kernels_free(kc);
+    }
+    free(x);
+    free(w);
 }
 
 /* ---- signed zeros through the tail padding ---- */
@@ -342,6 +553,66 @@ static void test_inf_propagates(void **state) {
     free(w);
 }
 
+/* ---- several weights on one x ---- */
+
+/* fx_matmul_multi gives every output exactly what fx_matmul gives for its
+ * weight alone: mixed types (Q8_0 next to floats shares one quantized x),
+ * odd N, on every path and thread count; and refuses bad lists. */
+static void test_matmul_multi(void **state) {
+    (void)state;
+    const size_t k = 96, m_max = 45;
+    const fx_wtype types[4] = {FX_WTYPE_Q8_0, FX_WTYPE_F32, FX_WTYPE_F16,
+                               FX_WTYPE_Q8_0};
+    const size_t ns[4] = {37, 64, 5, 130};
+    uint8_t *w[4];
+    for (int i = 0; i < 4; i++) w[i] = make_weights(types[i], ns[i], k, 40 + i);
+    float *x = make_x(m_max, k, k + 2, 41);
+    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    const size_t ms[] = {1, 7, 45};
+    for (int a = 0; a < 3; a++)
+        for (unsigned threads = 1; threads <= 2; threads++) {
+            fx_kernels *kc = make_ctx(isas[a], threads);
+            if (!kc) continue;
+            for (size_t mi = 0; mi < 3; mi++) {
+                const size_t m = ms[mi];
+                float *ys[4];
+                fx_mm_out outs[4];
+                for (int i = 0; i < 4; i++) {
+                    ys[i] = malloc(m * (ns[i] + 1) * sizeof(float));
+                    assert_non_null(ys[i]);
+                    outs[i] = (fx_mm_out){w[i], types[i], ns[i], ys[i], ns[i] + 1};
+                }
+                assert_int_equal(fx_matmul_multi(kc, x, k + 2, m, k, outs, 4, 0),
+                                 FX_OK);
+                for (int i = 0; i < 4; i++) {
+                    float *alone = run_mm(kc, x, k + 2, 0, m, w[i], types[i],
+                                          ns[i], k);
+                    for (size_t r = 0; r < m; r++)
+                        assert_rows_identical(ys[i] + r * (ns[i] + 1),
+                                              alone + r * ns[i], ns[i],
+                                              "matmul_multi", r);
+                    free(alone);
+                    free(ys[i]);
+                }
+            }
+            fx_mm_out bad = {w[0], FX_WTYPE_Q8_0, 4, NULL, 4};
+            assert_int_equal(fx_matmul_multi(kc, x, k, 1, k, &bad, 1, 0),
+                             FX_ERR_INVALID_ARG);
+            fx_mm_out many[FX_MM_MAX_OUTS + 1];
+            assert_int_equal(fx_matmul_multi(kc, x, k, 1, k, many,
+                                             FX_MM_MAX_OUTS + 1, 0),
+                             FX_ERR_INVALID_ARG);
+            /* Q8_0 needs K % 32 == 0. */
+            float y1[4];
+            fx_mm_out ragged = {w[0], FX_WTYPE_Q8_0, 1, y1, 1};
+            assert_int_equal(fx_matmul_multi(kc, x, k, 1, 40, &ragged, 1, 0),
+                             FX_ERR_INVALID_ARG);
+            fx_kernels_free(kc);
+        }
+    for (int i = 0; i < 4; i++) free(w[i]);
+    free(x);
+}
+
 /* ---- arguments ---- */
 
 static void test_bad_arguments(void **state) {
@@ -392,8 +663,10 @@ static void test_fast_mode(void **state) {
     fx_kernels_params p;
     fx_kernels_params_init(&p);
     p.fast_min_m = 4;
+    p.fast_blas = FX_FAST_BLAS_ALWAYS;
     fx_kernels *kc = NULL;
     assert_int_equal(fx_kernels_create(&alloc, &p, &kc, NULL), FX_OK);
+    assert_true(fx_kernels_fast_uses_blas(kc));
     const size_t m = 24, n = 40, k = 300;
     uint8_t *w = make_weights(FX_WTYPE_F32, n, k, 11);
     float *x = make_x(m, k, k, 12);
@@ -416,6 +689,42 @@ static void test_fast_mode(void **state) {
     free(x);
     free(w);
     fx_kernels_free(kc);
+}
+
+/* FX_FAST_BLAS_AUTO: where the context decides OpenBLAS would not be
+ * faster, the fast flag must change nothing at all. Where it does use
+ * OpenBLAS, the result is the sgemm's (checked above). */
+static void test_fast_mode_auto(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_kernels_params p;
+    fx_kernels_params_init(&p);
+    assert_int_equal(p.fast_blas, FX_FAST_BLAS_AUTO);
+    p.fast_min_m = 4;
+    fx_isa isas[] = {FX_ISA_AVX512, FX_ISA_AVX2, FX_ISA_PORTABLE};
+    for (int a = 0; a < 3; a++) {
+        p.isa = isas[a];
+        fx_kernels *kc = NULL;
+        if (fx_kernels_create(&alloc, &p, &kc, NULL) != FX_OK) continue;
+        /* Without AVX-512 in the context, OpenBLAS is the fast path. */
+        if (isas[a] != FX_ISA_AVX512) assert_true(fx_kernels_fast_uses_blas(kc));
+        print_message("isa %d: fast mode uses OpenBLAS: %s\n", (int)isas[a],
+                      fx_kernels_fast_uses_blas(kc) ? "yes" : "no");
+        const size_t m = 24, n = 40, k = 300;
+        uint8_t *w = make_weights(FX_WTYPE_F32, n, k, 11);
+        float *x = make_x(m, k, k, 12);
+        float y_fast[24 * 40], y_det[24 * 40];
+        assert_int_equal(fx_matmul(kc, x, k, m, w, FX_WTYPE_F32, n, k, y_fast,
+                                   n, FX_MATMUL_FAST), FX_OK);
+        assert_int_equal(fx_matmul(kc, x, k, m, w, FX_WTYPE_F32, n, k, y_det,
+                                   n, 0), FX_OK);
+        if (!fx_kernels_fast_uses_blas(kc))
+            assert_memory_equal(y_fast, y_det, sizeof y_det);
+        free(x);
+        free(w);
+        fx_kernels_free(kc);
+    }
 }
 
 static void test_isa_reported(void **state) {
@@ -443,10 +752,15 @@ int main(void) {
         cmocka_unit_test(test_invariance_float_types),
         cmocka_unit_test(test_invariance_q8_0),
         cmocka_unit_test(test_accuracy),
+        cmocka_unit_test(test_q8_definition),
+        cmocka_unit_test(test_q8_accuracy),
+        cmocka_unit_test(test_q8_nonfinite),
+        cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_underflow_signed_zero),
         cmocka_unit_test(test_inf_propagates),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_fast_mode),
+        cmocka_unit_test(test_fast_mode_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,9 +7,10 @@
  * rows share its batch, on how the work is tiled or on the thread count. So
  * every reduction here has ONE order, written down below, and every code
  * path (M = 1, small M, the cache-blocked large-M path, the portable scalar
- * fallback, AVX2 or AVX-512, any thread count) computes exactly that order. The only
- * exception is the opt-in FX_MATMUL_FAST mode, which hands F32 matmuls to
- * OpenBLAS and is NOT batch-invariant.
+ * fallback, AVX2 or AVX-512, any thread count) computes exactly that order.
+ * The only exception is the opt-in FX_MATMUL_FAST mode, which hands F32
+ * matmuls to OpenBLAS where that is faster (fx_fast_blas) and is then NOT
+ * batch-invariant.
  *
  * The matmul reduction order. For y[m][n] = sum_k x[m][k] * w[n][k]:
  *   wv(n,k)   the weight as an f32 value, computed exactly (see fx_wtype);
@@ -24,6 +25,30 @@
  * exact arithmetic on the same x and wv: |y - exact| <= g(ceil(K/8) + 3) *
  * sum_k |x[k] * wv(n,k)|, g(j) = j*u/(1 - j*u), u = 2^-24 (absent
  * underflow).
+ *
+ * Q8_0 weights use another order, on QUANTIZED activations (as llama.cpp
+ * does): integer dot products are exact, so most of the work has no
+ * rounding and no order to fix. Each row of x is quantized on its own,
+ * block by block (b: elements 32b..32b+31), so a row's quants do not
+ * depend on its batch:
+ *   amax = max |x[i]| over the block (NaN if any is NaN);
+ *   amax is inf or NaN:  dx(b) = NaN, q[i] = 0  (the output is NaN);
+ *   amax < 2^-100:       dx(b) = 0,   q[i] = 0  (127/amax must be finite);
+ *   otherwise:           dx(b) = amax / 127, id = 127 / amax (each one
+ *                        f32 division), q[i] = nearbyint(x[i] * id) with
+ *                        ties to even (the default rounding mode), |q| <=
+ *                        127.
+ * Then, with qw and dw the weight block's int8 quants and f16 scale:
+ *   acc[0..7] = +0.0f;
+ *   for b = 0, 1, ..., K/32 - 1 in increasing order:
+ *       s = f32(dw(n,b)) * dx(m,b);                         (one rounding)
+ *       for j = 0..7:
+ *           p = sum_{i=4j}^{4j+3} qw[32b+i] * q[32b+i];    (exact integer)
+ *           acc[j] = fmaf(s, (float)p, acc[j]);            ((float)p exact)
+ *   y[m][n] = the same tree as above.
+ * Error bound against exact arithmetic on the same quants: |y - exact| <=
+ * g(K/32 + 4) * sum_b |s_b| * sum_i |qw[i] * q[i]|. The quantization of x
+ * adds at most dx(b)/2 * sum_i |wv| per block against the float x.
  */
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
@@ -35,8 +60,7 @@
 typedef enum fx_wtype {
     FX_WTYPE_F32 = 0,   /* wv = the float */
     FX_WTYPE_F16 = 1,   /* wv = the half widened (exact) */
-    FX_WTYPE_Q8_0 = 8,  /* wv = f32(d) * (float)q: exact, since an 11-bit
-                           significand times an 8-bit integer fits in 24 */
+    FX_WTYPE_Q8_0 = 8,  /* integer dots on quantized x (see the top) */
     FX_WTYPE_BF16 = 30  /* wv = the bfloat16 widened (exact) */
 } fx_wtype;
 
@@ -57,9 +81,10 @@ const char *fx_wtype_name(fx_wtype t);
 
 /* A fixed set of threads created once; fx_pool_run hands them tasks. With
  * n_threads == 1 no thread is ever created and run() is a plain loop.
- * After a run, workers poll ~10-20 us for the next one before sleeping on
- * a condition variable (back-to-back matmuls then cost ~2 us of hand-off
- * instead of ~12 us). */
+ * Between runs, threads poll for a while (1-100 us, adapted to how long
+ * the waits turn out to be: pool.c) before sleeping on a condition
+ * variable, so back-to-back matmuls cost a few microseconds of hand-off
+ * instead of a futex wake each. */
 typedef struct fx_pool fx_pool;
 
 /* task: 0..n_tasks-1; thread: 0..n_threads-1 (0 is the calling thread),
@@ -84,9 +109,23 @@ typedef enum fx_isa {
     FX_ISA_PORTABLE = 1, /* plain C, fmaf */
     FX_ISA_AVX2 = 2,     /* AVX2 + FMA + F16C; FX_ERR_UNSUPPORTED if absent */
     FX_ISA_AVX512 = 3    /* AVX2's set + AVX-512 F/BW/VL/DQ; implies every
-                            AVX2 feature (code may use AVX2 forms too);
-                            FX_ERR_UNSUPPORTED if absent */
+                            AVX2 feature (code may use AVX2 forms too;
+                            Q8_0 uses VNNI where present, else the AVX2
+                            form); FX_ERR_UNSUPPORTED if absent */
 } fx_isa;
+
+/* Where FX_MATMUL_FAST hands F32 matmuls to OpenBLAS. */
+typedef enum fx_fast_blas {
+    /* Only where OpenBLAS is expected to be faster than the deterministic
+     * kernel: when this context has no AVX-512 path, or OpenBLAS runs its
+     * own AVX-512 kernels (core SkylakeX, Cooperlake, SapphireRapids).
+     * Measured on a Zen 5 with OpenBLAS 0.3.21, which predates it and
+     * picks its Haswell (AVX2) kernels: the AVX-512 deterministic kernel
+     * was 1.3-1.6x faster than that sgemm at prefill shapes, and on par
+     * with the Cooperlake kernels forced by OPENBLAS_CORETYPE. */
+    FX_FAST_BLAS_AUTO = 0,
+    FX_FAST_BLAS_ALWAYS = 1 /* every eligible call (benchmarks, tests) */
+} fx_fast_blas;
 
 typedef struct fx_kernels_params {
     unsigned n_threads;  /* >= 1; 1 creates no threads. Default 1. */
@@ -94,6 +133,7 @@ typedef struct fx_kernels_params {
     size_t fast_min_m;   /* FX_MATMUL_FAST uses OpenBLAS from this M up
                             (default 64: below it our kernel was faster
                             in bench_kernels) */
+    fx_fast_blas fast_blas; /* default FX_FAST_BLAS_AUTO */
 } fx_kernels_params;
 
 void fx_kernels_params_init(fx_kernels_params *p);
@@ -108,23 +148,48 @@ void fx_kernels_free(fx_kernels *kc);
 fx_isa fx_kernels_isa(const fx_kernels *kc);
 /* The context's pool, for other per-step work (attention) to share. */
 fx_pool *fx_kernels_pool(fx_kernels *kc);
+/* Whether FX_MATMUL_FAST reaches OpenBLAS in this context (see
+ * fx_fast_blas); when false it computes exactly the deterministic bits. */
+bool fx_kernels_fast_uses_blas(const fx_kernels *kc);
 
 /* ---- matmul ---- */
 
 /* Opt out of batch invariance: F32 weights with M >= fast_min_m go to
- * OpenBLAS cblas_sgemm (its own threads, OPENBLAS_NUM_THREADS). A row's
- * result then changes in the last bits with M and the thread count. Other
- * weight types ignore the flag. */
+ * OpenBLAS cblas_sgemm (its own threads, OPENBLAS_NUM_THREADS) where
+ * fx_kernels_params.fast_blas says so. A row's result then changes in the
+ * last bits with M and the thread count. Other weight types ignore the
+ * flag. */
 #define FX_MATMUL_FAST 0x1u
 
 /* y[m][n] (row stride ldy) = sum_k x[m][k] (row stride ldx) * w[n][k], for
  * m < M, n < N, k < K, in the order at the top of this file. w holds N rows
  * of fx_wtype_row_bytes(wtype, K) bytes each, as GGUF stores a [K, N]
  * tensor. No allocation; safe to call from one thread at a time per
- * context. y must not overlap x or w. */
+ * context. y must not overlap x or w. FX_ERR_TOO_LARGE: a Q8_0 K too long
+ * for the context's activation buffer (K > ~1.9 million). */
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
                     float *y, size_t ldy, unsigned flags);
+
+/* One weight matrix of an fx_matmul_multi call and its output. */
+typedef struct fx_mm_out {
+    const void *w;      /* n rows of fx_wtype_row_bytes(wtype, K) bytes */
+    fx_wtype wtype;
+    size_t n;
+    float *y;           /* [m][ldy] */
+    size_t ldy;
+} fx_mm_out;
+
+#define FX_MM_MAX_OUTS 4
+
+/* Several matmuls on the same x (Q, K and V; gate and up) as one pool
+ * run: one hand-off to the threads instead of one per weight, and x
+ * quantized once for Q8_0. Every output is bit for bit what fx_matmul
+ * gives for its weight alone. At most FX_MM_MAX_OUTS outputs; an output
+ * with n == 0 is skipped. */
+fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
+                          size_t m, size_t k, const fx_mm_out *outs,
+                          size_t n_outs, unsigned flags);
 
 /* ---- number formats ---- */
 
@@ -144,7 +209,8 @@ void fx_f32_to_bf16_row(uint16_t *out, const float *in, size_t n);
 /* As ggml's reference quantizer: per block of 32, d = amax / 127,
  * q = roundf(x * (1/d)) (0 if d == 0), d stored as half. n % 32 == 0. */
 fx_status fx_quantize_q8_0(fx_block_q8_0 *out, const float *in, size_t n);
-/* out[i] = f32(d) * q[i] -- the same value wv the matmul uses. */
+/* out[i] = f32(d) * q[i], exactly (an 11-bit significand times an 8-bit
+ * integer fits in 24 bits). */
 fx_status fx_dequantize_q8_0(float *out, const fx_block_q8_0 *in, size_t n);
 
 /* Any weight row to f32 (exact for every type): k elements of row. */

@@ -12,12 +12,34 @@
 struct fx_kernels {
     fx_alloc alloc;
     fx_isa isa;
-    fx_mm_range_fn range;  /* chosen once at create: no global state */
+    /* By type_index(): chosen once at create, no global state. */
+    fx_mm_range_fn range[4];
+    fx_xq_fn quantize;     /* Q8_0 activations */
     fx_pool *pool;
     size_t fast_min_m;
+    bool fast_blas;        /* FX_MATMUL_FAST may use OpenBLAS */
     void *scratch_raw;     /* what fx_malloc returned */
     float *scratch;        /* [n_threads][FX_MM_SCRATCH_FLOATS], 64-aligned */
+    void *xq_raw;
+    uint8_t *xq;           /* FX_XQ_BYTES, 64-aligned: quantized x */
 };
+
+/* The quantized activations of one Q8_0 call: 4 MiB holds 256 rows of K
+ * up to 7700 (a decode step of 256 rows, or a prefill chunk, in one
+ * pass); more rows are done in chunks, each reading W again. */
+#ifndef FX_XQ_BYTES
+#define FX_XQ_BYTES ((size_t)4 << 20)
+#endif
+
+static int type_index(fx_wtype t) {
+    switch (t) {
+    case FX_WTYPE_F16: return 1;
+    case FX_WTYPE_BF16: return 2;
+    case FX_WTYPE_Q8_0: return 3;
+    case FX_WTYPE_F32:
+    default: return 0;
+    }
+}
 
 size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
     switch (t) {
@@ -41,7 +63,8 @@ const char *fx_wtype_name(fx_wtype t) {
     }
 }
 
-/* ---- portable path: the definition in kernels.h, written literally ---- */
+/* ---- portable path: the definition in kernels.h, written literally ----
+ * (F32, F16, BF16; Q8_0 is fx_mm_q8_portable) */
 
 static float weight_at(fx_wtype t, const uint8_t *row, size_t k) {
     switch (t) {
@@ -54,14 +77,6 @@ static float weight_at(fx_wtype t, const uint8_t *row, size_t k) {
         uint16_t h;
         memcpy(&h, row + 2 * k, 2);
         return fx_bf16_to_f32(h);
-    }
-    case FX_WTYPE_Q8_0: {
-        const uint8_t *b = row + (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-        uint16_t d;
-        int8_t q;
-        memcpy(&d, b, 2);
-        memcpy(&q, b + 2 + k % FX_QK8_0, 1);
-        return fx_f16_to_f32(d) * (float)q;
     }
     case FX_WTYPE_F32:
     default: {
@@ -97,6 +112,24 @@ void fx_kernels_params_init(fx_kernels_params *p) {
     p->n_threads = 1;
     p->isa = FX_ISA_AUTO;
     p->fast_min_m = 64;
+    p->fast_blas = FX_FAST_BLAS_AUTO;
+}
+
+/* OpenBLAS's own name for the kernels it picked at load time. */
+char *openblas_get_corename(void);
+
+/* Whether OpenBLAS runs AVX-512 sgemm kernels (see fx_fast_blas). */
+static bool blas_has_avx512(void) {
+    const char *core = openblas_get_corename();
+    static const char *const avx512_cores[] = {"skylakex", "cooperlake",
+                                               "sapphirerapids"};
+    if (!core) return false;
+    for (size_t i = 0; i < sizeof avx512_cores / sizeof *avx512_cores; i++) {
+        const char *a = core, *b = avx512_cores[i];
+        while (*a && *b && (*a | 0x20) == *b) a++, b++;
+        if (!*a && !*b) return true;
+    }
+    return false;
 }
 
 fx_status fx_kernels_create(const fx_alloc *alloc,
@@ -111,34 +144,28 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     if (p.n_threads == 0)
         return fx_fail(err, FX_ERR_INVALID_ARG, "kernels: n_threads is 0");
 
-    fx_mm_range_fn range = NULL;
+    /* What the CPU has; an explicit ISA must be present. */
+    const bool has2 = fx_cpu_has_avx2() && fx_mm_avx2_range() &&
+                      fx_mm_q8_avx2_range() && fx_xq_avx2();
+    const bool has512 = has2 && fx_cpu_has_avx512() && fx_mm_avx512_range();
+    const bool vnni = has512 && fx_cpu_has_avx512_vnni() &&
+                      fx_mm_q8_avx512_range();
     fx_isa isa = p.isa;
     switch (p.isa) {
     case FX_ISA_AUTO:
-        isa = FX_ISA_PORTABLE;
-        range = fx_mm_range_portable;
-        if (fx_cpu_has_avx512() && fx_mm_avx512_range()) {
-            isa = FX_ISA_AVX512;
-            range = fx_mm_avx512_range();
-        } else if (fx_cpu_has_avx2() && fx_mm_avx2_range()) {
-            isa = FX_ISA_AVX2;
-            range = fx_mm_avx2_range();
-        }
+        isa = has512 ? FX_ISA_AVX512 : has2 ? FX_ISA_AVX2 : FX_ISA_PORTABLE;
         break;
     case FX_ISA_AVX512:
-        if (fx_cpu_has_avx512()) range = fx_mm_avx512_range();
-        if (!range)
+        if (!has512)
             return fx_fail(err, FX_ERR_UNSUPPORTED,
                            "kernels: AVX-512 F/BW/VL/DQ not available");
         break;
     case FX_ISA_AVX2:
-        if (fx_cpu_has_avx2()) range = fx_mm_avx2_range();
-        if (!range)
+        if (!has2)
             return fx_fail(err, FX_ERR_UNSUPPORTED,
                            "kernels: AVX2+FMA+F16C not available");
         break;
     case FX_ISA_PORTABLE:
-        range = fx_mm_range_portable;
         break;
     default:
         return fx_fail(err, FX_ERR_INVALID_ARG, "kernels: unknown isa %d",
@@ -149,8 +176,33 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     if (!kc) return fx_fail(err, FX_ERR_NOMEM, "kernels: out of memory");
     kc->alloc = *alloc;
     kc->isa = isa;
-    kc->range = range;
     kc->fast_min_m = p.fast_min_m;
+    kc->fast_blas = p.fast_blas == FX_FAST_BLAS_ALWAYS ||
+                    isa != FX_ISA_AVX512 || blas_has_avx512();
+    /* Every path computes the same bits (kernels.h), so the choice per
+     * type is only about speed. The AVX-512 code serves every float type
+     * at every M: measured on the 246M model's decode shapes (AVX2 and
+     * AVX-512 contexts alternated, paired ratios), it was on par with AVX2
+     * for F32 at one row (0.99 on one thread, 1.07 on two) and ahead for
+     * F16 and BF16 at one row (1.19) and F32 at four (1.37). */
+    switch (isa) {
+    case FX_ISA_AVX512:
+        for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_avx512_range();
+        /* Without VNNI the AVX2 maddubs form is the integer path. */
+        kc->range[3] = vnni ? fx_mm_q8_avx512_range() : fx_mm_q8_avx2_range();
+        kc->quantize = fx_xq_avx2();
+        break;
+    case FX_ISA_AVX2:
+        for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_avx2_range();
+        kc->range[3] = fx_mm_q8_avx2_range();
+        kc->quantize = fx_xq_avx2();
+        break;
+    default:
+        for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_range_portable;
+        kc->range[3] = fx_mm_q8_portable;
+        kc->quantize = fx_xq_portable;
+        break;
+    }
 
     uint64_t floats, bytes;
     if (!fx_mul_u64(p.n_threads, FX_MM_SCRATCH_FLOATS, &floats) ||
@@ -167,9 +219,19 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     /* The tiles use aligned loads/stores on the partial sums. */
     uintptr_t a = ((uintptr_t)kc->scratch_raw + 63) & ~(uintptr_t)63;
     kc->scratch = (float *)a;
+    /* Only Q8_0 calls write it: with the C library's allocator (4 MiB is
+     * an mmap) a model without Q8_0 weights never faults its pages in. */
+    kc->xq_raw = fx_malloc(alloc, FX_XQ_BYTES + 64);
+    if (!kc->xq_raw) {
+        fx_free(alloc, kc->scratch_raw);
+        fx_free(alloc, kc);
+        return fx_fail(err, FX_ERR_NOMEM, "kernels: out of memory");
+    }
+    kc->xq = (uint8_t *)(((uintptr_t)kc->xq_raw + 63) & ~(uintptr_t)63);
 
     fx_status st = fx_pool_create(alloc, p.n_threads, &kc->pool, err);
     if (st != FX_OK) {
+        fx_free(alloc, kc->xq_raw);
         fx_free(alloc, kc->scratch_raw);
         fx_free(alloc, kc);
         return st;
@@ -182,6 +244,7 @@ void fx_kernels_free(fx_kernels *kc) {
     if (!kc) return;
     fx_pool_free(kc->pool);
     fx_alloc alloc = kc->alloc;
+    fx_free(&alloc, kc->xq_raw);
     fx_free(&alloc, kc->scratch_raw);
     fx_free(&alloc, kc);
 }
@@ -192,24 +255,35 @@ fx_isa fx_kernels_isa(const fx_kernels *kc) {
 
 fx_pool *fx_kernels_pool(fx_kernels *kc) { return kc ? kc->pool : NULL; }
 
+bool fx_kernels_fast_uses_blas(const fx_kernels *kc) {
+    return kc && kc->fast_blas;
+}
+
 /* ---- dispatch ---- */
 
+/* One pool run: up to FX_MM_MAX_OUTS matmuls sharing x, their tasks
+ * numbered one after the other. */
 typedef struct mm_run {
-    const fx_mm_job *job;
-    fx_mm_range_fn range;
+    fx_mm_job jobs[FX_MM_MAX_OUTS];
+    fx_mm_range_fn range[FX_MM_MAX_OUTS];
+    size_t cols[FX_MM_MAX_OUTS];       /* per task */
+    size_t first_task[FX_MM_MAX_OUTS + 1];
+    size_t n_jobs;
     float *scratch;
-    size_t cols; /* per task */
 } mm_run;
 
-/* A task is a fixed slice of columns; which thread runs it cannot change
- * what it computes. */
+/* A task is a fixed slice of one output's columns; which thread runs it
+ * cannot change what it computes. */
 static void mm_task(void *ctx, size_t task, unsigned thread) {
     const mm_run *r = ctx;
-    size_t n0 = task * r->cols;
-    size_t n1 = n0 + r->cols;
-    if (n1 > r->job->n) n1 = r->job->n;
-    r->range(r->job, n0, n1,
-             r->scratch + (size_t)thread * FX_MM_SCRATCH_FLOATS);
+    size_t j = 0;
+    while (task >= r->first_task[j + 1]) j++;
+    const fx_mm_job *job = &r->jobs[j];
+    size_t n0 = (task - r->first_task[j]) * r->cols[j];
+    size_t n1 = n0 + r->cols[j];
+    if (n1 > job->n) n1 = job->n;
+    r->range[j](job, n0, n1,
+                r->scratch + (size_t)thread * FX_MM_SCRATCH_FLOATS);
 }
 
 /* Columns per task: FX_MM_NTASK, unless that leaves a thread idle for
@@ -231,35 +305,92 @@ static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
                     float *y, size_t ldy, unsigned flags) {
-    if (!kc) return FX_ERR_INVALID_ARG;
-    if (m == 0 || n == 0) return FX_OK;
-    if (!x || !w || !y || ldx < k || ldy < n) return FX_ERR_INVALID_ARG;
-    if (fx_wtype_row_bytes(wtype, FX_QK8_0) == 0) return FX_ERR_UNSUPPORTED;
-    size_t row_bytes = fx_wtype_row_bytes(wtype, k);
-    if (k > 0 && row_bytes == 0) return FX_ERR_INVALID_ARG; /* Q8_0, k%32 */
+    const fx_mm_out out = {.w = w, .wtype = wtype, .n = n, .y = y, .ldy = ldy};
+    return fx_matmul_multi(kc, x, ldx, m, k, &out, 1, flags);
+}
+
+fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
+                          size_t m, size_t k, const fx_mm_out *outs,
+                          size_t n_outs, unsigned flags) {
+    if (!kc || (n_outs > 0 && !outs) || n_outs > FX_MM_MAX_OUTS)
+        return FX_ERR_INVALID_ARG;
+    if (m == 0) return FX_OK;
+    if (!x || ldx < k) return FX_ERR_INVALID_ARG;
+    for (size_t i = 0; i < n_outs; i++) {
+        const fx_mm_out *o = &outs[i];
+        if (o->n == 0) continue;
+        if (!o->w || !o->y || o->ldy < o->n) return FX_ERR_INVALID_ARG;
+        if (fx_wtype_row_bytes(o->wtype, FX_QK8_0) == 0)
+            return FX_ERR_UNSUPPORTED;
+        /* Q8_0 needs k % 32 == 0 */
+        if (k > 0 && fx_wtype_row_bytes(o->wtype, k) == 0)
+            return FX_ERR_INVALID_ARG;
+    }
     if (k == 0) {
-        for (size_t i = 0; i < m; i++) memset(y + i * ldy, 0, n * sizeof *y);
+        for (size_t i = 0; i < n_outs; i++)
+            for (size_t r = 0; r < m && outs[i].n > 0; r++)
+                memset(outs[i].y + r * outs[i].ldy, 0,
+                       outs[i].n * sizeof(float));
         return FX_OK;
     }
 
-    if ((flags & FX_MATMUL_FAST) && wtype == FX_WTYPE_F32 &&
-        m >= kc->fast_min_m && fits_int(m) && fits_int(n) && fits_int(k) &&
-        fits_int(ldx) && fits_int(ldy)) {
-        /* Not batch-invariant: OpenBLAS picks its blocking and thread
-         * split from M, so a row's bits depend on its batch. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n,
-                    (int)k, 1.0f, x, (int)ldx, (const float *)w, (int)k, 0.0f,
-                    y, (int)ldy);
-        return FX_OK;
+    const unsigned threads = fx_pool_threads(kc->pool);
+    mm_run run;
+    memset(&run, 0, sizeof run);
+    run.scratch = kc->scratch;
+    bool q8 = false;
+    for (size_t i = 0; i < n_outs; i++) {
+        const fx_mm_out *o = &outs[i];
+        if (o->n == 0) continue;
+        if ((flags & FX_MATMUL_FAST) && kc->fast_blas &&
+            o->wtype == FX_WTYPE_F32 && m >= kc->fast_min_m && fits_int(m) &&
+            fits_int(o->n) && fits_int(k) && fits_int(ldx) &&
+            fits_int(o->ldy)) {
+            /* Not batch-invariant: OpenBLAS picks its blocking and thread
+             * split from M, so a row's bits depend on its batch. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m,
+                        (int)o->n, (int)k, 1.0f, x, (int)ldx,
+                        (const float *)o->w, (int)k, 0.0f, o->y, (int)o->ldy);
+            continue;
+        }
+        const size_t j = run.n_jobs++;
+        run.jobs[j] = (fx_mm_job){
+            .x = x, .ldx = ldx, .m = m,
+            .w = o->w, .type = o->wtype,
+            .row_bytes = fx_wtype_row_bytes(o->wtype, k), .n = o->n, .k = k,
+            .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
+        };
+        run.range[j] = kc->range[type_index(o->wtype)];
+        run.cols[j] = task_cols(o->n, threads);
+        run.first_task[j + 1] =
+            run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];
+        q8 |= o->wtype == FX_WTYPE_Q8_0;
     }
+    if (run.n_jobs == 0) return FX_OK;
+    const size_t n_tasks = run.first_task[run.n_jobs];
+    if (!q8) return fx_pool_run(kc->pool, mm_task, &run, n_tasks);
 
-    fx_mm_job job = {
-        .x = x, .ldx = ldx, .m = m,
-        .w = w, .type = wtype, .row_bytes = row_bytes, .n = n, .k = k,
-        .y = y, .ldy = ldy,
-    };
-    mm_run run = {.job = &job, .range = kc->range, .scratch = kc->scratch,
-                  .cols = task_cols(n, fx_pool_threads(kc->pool))};
-    size_t n_tasks = (n + run.cols - 1) / run.cols;
-    return fx_pool_run(kc->pool, mm_task, &run, n_tasks);
+    /* Q8_0: x quantized once for the call (kernels.h), in chunks of rows
+     * the buffer holds. Each row is quantized on its own, so the chunking
+     * cannot change a bit. */
+    const size_t xq_ld = fx_xq_row_bytes(k);
+    const size_t chunk = FX_XQ_BYTES / xq_ld;
+    if (chunk == 0) return FX_ERR_TOO_LARGE;
+    float *y0[FX_MM_MAX_OUTS];
+    for (size_t j = 0; j < run.n_jobs; j++) y0[j] = run.jobs[j].y;
+    for (size_t m0 = 0; m0 < m; m0 += chunk) {
+        const size_t mc = m - m0 < chunk ? m - m0 : chunk;
+        kc->quantize(x + m0 * ldx, ldx, mc, k, kc->xq, xq_ld);
+        for (size_t j = 0; j < run.n_jobs; j++) {
+            fx_mm_job *job = &run.jobs[j];
+            job->m = mc;
+            job->x = x + m0 * ldx;
+            job->y = y0[j] + m0 * job->ldy;
+            job->xq = kc->xq;
+            job->xq_ld = xq_ld;
+        }
+        fx_status st = fx_pool_run(kc->pool, mm_task, &run, n_tasks);
+        if (st != FX_OK) return st;
+    }
+    return FX_OK;
 }

@@ -54,15 +54,6 @@ FX_ALWAYS_INLINE FX_AVX2 __m256 load_w8(fx_wtype t, const uint8_t *row,
             _mm256_cvtepu16_epi32(
                 _mm_loadu_si128((const __m128i *)(row + 2 * k))),
             16));
-    case FX_WTYPE_Q8_0: {
-        const uint8_t *b = row + (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-        uint16_t dh;
-        memcpy(&dh, b, sizeof dh);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
-        __m128i q = _mm_loadl_epi64(
-            (const __m128i *)(b + 2 + k % FX_QK8_0));
-        return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-    }
     case FX_WTYPE_F32:
     default:
         return _mm256_loadu_ps((const float *)(const void *)row + k);
@@ -70,7 +61,7 @@ FX_ALWAYS_INLINE FX_AVX2 __m256 load_w8(fx_wtype t, const uint8_t *row,
 }
 
 /* The last rem (1..7) weights from element k, lanes >= rem set to -0.0f
- * (see the padding rule in kernels.h). Q8_0 rows never have a tail. */
+ * (see the padding rule in kernels.h). */
 FX_ALWAYS_INLINE FX_AVX2 __m256 load_w_tail(fx_wtype t, const uint8_t *row,
                                             size_t k, size_t rem) {
     if (t == FX_WTYPE_F16 || t == FX_WTYPE_BF16) {
@@ -113,43 +104,6 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
                                      const uint8_t *const *wr, size_t kn,
                                      __m256 acc[4][FX_NR_MAX]) {
     size_t k = 0;
-    if (t == FX_WTYPE_Q8_0) {
-        /* Block by block (kn % 32 == 0: fx_matmul refuses other K for
-         * Q8_0): the scale is widened once per block and row, not once per
-         * 8 weights. wv = d * q exactly as load_w8 does. */
-        for (; k < kn; k += FX_QK8_0) {
-            const uint8_t *b[FX_NR_MAX];
-            __m256 d[FX_NR_MAX];
-            FX_UNROLL
-            for (int j = 0; j < NR; j++) {
-                uint16_t dh;
-                b[j] = wr[j] + (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-                if (PF) _mm_prefetch((const char *)b[j] + FX_PF_DIST,
-                                     _MM_HINT_T0);
-                memcpy(&dh, b[j], sizeof dh);
-                d[j] = _mm256_set1_ps(_cvtsh_ss(dh));
-            }
-            FX_UNROLL
-            for (int s = 0; s < FX_QK8_0; s += 8) {
-                __m256 wv[FX_NR_MAX];
-                FX_UNROLL
-                for (int j = 0; j < NR; j++) {
-                    __m128i q =
-                        _mm_loadl_epi64((const __m128i *)(b[j] + 2 + s));
-                    wv[j] = _mm256_mul_ps(
-                        d[j], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-                }
-                FX_UNROLL
-                for (int i = 0; i < MR; i++) {
-                    __m256 xv = _mm256_loadu_ps(xr[i] + k + s);
-                    FX_UNROLL
-                    for (int j = 0; j < NR; j++)
-                        acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
-                }
-            }
-        }
-        return;
-    }
     const size_t esize = t == FX_WTYPE_F32 ? 4 : 2;
     for (; k + 8 <= kn; k += 8) {
         __m256 wv[FX_NR_MAX];
@@ -231,7 +185,6 @@ FX_ALWAYS_INLINE FX_AVX2 void tile(const int MR, const int NR, fx_wtype t,
 FX_TILE_TYPE(FX_WTYPE_F32, f32)
 FX_TILE_TYPE(FX_WTYPE_F16, f16)
 FX_TILE_TYPE(FX_WTYPE_BF16, bf16)
-FX_TILE_TYPE(FX_WTYPE_Q8_0, q8_0)
 
 /* The small-M path's wide tiles: 1x6, 2x4 (3x3 and 4x3 are in tiles[]).
  * Wider ones (1x8, 2x6, 3x4) run out of the 16 ymm registers and spill
@@ -242,7 +195,6 @@ FX_TILE_TYPE(FX_WTYPE_Q8_0, q8_0)
 FX_TILE_WIDE(FX_WTYPE_F32, f32)
 FX_TILE_WIDE(FX_WTYPE_F16, f16)
 FX_TILE_WIDE(FX_WTYPE_BF16, bf16)
-FX_TILE_WIDE(FX_WTYPE_Q8_0, q8_0)
 
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
                         size_t kn, float *part, size_t part_ld, bool first,
@@ -254,24 +206,22 @@ typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
      {tile_3x1_##NAME, tile_3x2_##NAME, tile_3x3_##NAME},                    \
      {tile_4x1_##NAME, tile_4x2_##NAME, tile_4x3_##NAME}}
 
-/* [type index][MR-1][NR-1]; read-only. */
-static const tile_fn tiles[4][4][3] = {
-    FX_TILE_TABLE(f32), FX_TILE_TABLE(f16), FX_TILE_TABLE(bf16),
-    FX_TILE_TABLE(q8_0)};
+/* [type index][MR-1][NR-1]; read-only. (Q8_0 is in matmul_q8.c.) */
+static const tile_fn tiles[3][4][3] = {
+    FX_TILE_TABLE(f32), FX_TILE_TABLE(f16), FX_TILE_TABLE(bf16)};
 
 #define FX_WIDE_ROW(NAME)                                                    \
     {tile_1x6_##NAME, tile_2x4_##NAME, tile_3x3_##NAME, tile_4x3_##NAME}
 
 /* [type index][MR-1], NR = wide_nr[MR-1]; read-only. */
-static const tile_fn wide[4][4] = {FX_WIDE_ROW(f32), FX_WIDE_ROW(f16),
-                                   FX_WIDE_ROW(bf16), FX_WIDE_ROW(q8_0)};
+static const tile_fn wide[3][4] = {FX_WIDE_ROW(f32), FX_WIDE_ROW(f16),
+                                   FX_WIDE_ROW(bf16)};
 static const size_t wide_nr[4] = {6, 4, 3, 3};
 
 static int type_index(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_F16: return 1;
     case FX_WTYPE_BF16: return 2;
-    case FX_WTYPE_Q8_0: return 3;
     case FX_WTYPE_F32:
     default: return 0;
     }
@@ -365,11 +315,6 @@ static FX_AVX2 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
                 _mm256_storeu_ps(dst + k,
                                  load_w8(FX_WTYPE_BF16, row, k0 + k));
             break;
-        case FX_WTYPE_Q8_0:
-            for (; k + 8 <= kn; k += 8)
-                _mm256_storeu_ps(dst + k,
-                                 load_w8(FX_WTYPE_Q8_0, row, k0 + k));
-            break;
         default:
             memcpy(dst, row + 4 * k0, 4 * (kn & ~(size_t)7));
             k = kn & ~(size_t)7;
@@ -406,9 +351,7 @@ static FX_AVX2 void prefetch_slab(const fx_mm_job *job, size_t nb, size_t nc,
     size_t rows = ns->mc + nc;
     size_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
     size_t wbytes = fx_wtype_row_bytes(job->type, ns->kn);
-    size_t woff = job->type == FX_WTYPE_Q8_0
-        ? ns->k0 / FX_QK8_0 * sizeof(fx_block_q8_0)
-        : fx_wtype_row_bytes(job->type, ns->k0);
+    size_t woff = fx_wtype_row_bytes(job->type, ns->k0);
     for (size_t r = r0; r < r1; r++) {
         const char *p;
         size_t len;

@@ -45,8 +45,9 @@
 #define FX_MM_SMALL_M512 32
 #endif
 
-/* Weight sources of a tile: the storage types, or a packed f32 panel. */
-enum { SRC_F32, SRC_F16, SRC_BF16, SRC_Q8_0, SRC_PACKED };
+/* Weight sources of a tile: the storage types, or a packed f32 panel.
+ * (Q8_0 is in matmul_q8_avx512.c.) */
+enum { SRC_F32, SRC_F16, SRC_BF16, SRC_PACKED };
 
 bool fx_cpu_has_avx512(void) {
     /* GCC's probe also checks that the OS saves the zmm/opmask state. */
@@ -71,37 +72,12 @@ FX_ALWAYS_INLINE FX_AVX512 __m512 widen_halves(int src, __m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* d of row r0's and r1's block b: low half d0, high half d1. */
-FX_ALWAYS_INLINE FX_AVX512 __m512 q8_scales(const uint8_t *b0,
-                                            const uint8_t *b1) {
-    uint16_t h0, h1;
-    memcpy(&h0, b0, 2);
-    memcpy(&h1, b1, 2);
-    return _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(h0)),
-                              _mm256_set1_ps(_cvtsh_ss(h1)), 1);
-}
-
-/* wv = d * q for 8 quants of each block at byte offset s (as the
- * portable f32(d) * (float)q: exact). */
-FX_ALWAYS_INLINE FX_AVX512 __m512 q8_pair8(__m512 d, const uint8_t *b0,
-                                           const uint8_t *b1, int s) {
-    __m128i q = _mm_unpacklo_epi64(
-        _mm_loadl_epi64((const __m128i *)(b0 + 2 + s)),
-        _mm_loadl_epi64((const __m128i *)(b1 + 2 + s)));
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-}
-
 /* Rows r0, r1 at element k (k % 8 == 0, k + 8 <= K). */
 FX_ALWAYS_INLINE FX_AVX512 __m512 load_pair8(int src, const uint8_t *r0,
                                              const uint8_t *r1, size_t k) {
     switch (src) {
     case SRC_F16:
     case SRC_BF16: return widen_halves(src, halves16(r0, r1, 2 * k));
-    case SRC_Q8_0: {
-        size_t off = (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-        return q8_pair8(q8_scales(r0 + off, r1 + off), r0 + off, r1 + off,
-                        (int)(k % FX_QK8_0));
-    }
     default:
         return _mm512_insertf32x8(
             _mm512_castps256_ps512(
@@ -111,7 +87,7 @@ FX_ALWAYS_INLINE FX_AVX512 __m512 load_pair8(int src, const uint8_t *r0,
 }
 
 /* The last rem (1..7) weights from element k of each row, lanes >= rem
- * set to -0.0f (the padding rule of kernels.h). Q8_0 has no tail. */
+ * set to -0.0f (the padding rule of kernels.h). */
 FX_ALWAYS_INLINE FX_AVX512 __m512 load_pair_tail(int src, const uint8_t *r0,
                                                  const uint8_t *r1, size_t k,
                                                  size_t rem) {
@@ -178,37 +154,6 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
                 FX_UNROLL
                 for (int j = 0; j < NP; j++)
                     acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-            }
-        }
-        return;
-    }
-    if (src == SRC_Q8_0) {
-        /* Block by block: each scale widened once per block and row. */
-        for (; k < kn; k += FX_QK8_0) {
-            const size_t off = (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-            __m512 d[FX_NP_MAX];
-            FX_UNROLL
-            for (int j = 0; j < NP; j++) {
-                _mm_prefetch((const char *)wr[2 * j] + off + FX_PF_DIST,
-                             _MM_HINT_T0);
-                _mm_prefetch((const char *)wr[2 * j + 1] + off + FX_PF_DIST,
-                             _MM_HINT_T0);
-                d[j] = q8_scales(wr[2 * j] + off, wr[2 * j + 1] + off);
-            }
-            FX_UNROLL
-            for (int s = 0; s < FX_QK8_0; s += 8) {
-                __m512 wv[FX_NP_MAX];
-                FX_UNROLL
-                for (int j = 0; j < NP; j++)
-                    wv[j] = q8_pair8(d[j], wr[2 * j] + off,
-                                     wr[2 * j + 1] + off, s);
-                FX_UNROLL
-                for (int i = 0; i < MR; i++) {
-                    __m512 xv = bcast_x(xr[i] + k + s);
-                    FX_UNROLL
-                    for (int j = 0; j < NP; j++)
-                        acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-                }
             }
         }
         return;
@@ -313,7 +258,6 @@ typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
 FX_TILES(SRC_F32, f32)
 FX_TILES(SRC_F16, f16)
 FX_TILES(SRC_BF16, bf16)
-FX_TILES(SRC_Q8_0, q8_0)
 FX_NP3(1, SRC_PACKED, pk) FX_NP3(2, SRC_PACKED, pk)
 FX_NP3(3, SRC_PACKED, pk) FX_NP3(4, SRC_PACKED, pk)
 FX_NP3(5, SRC_PACKED, pk) FX_NP3(6, SRC_PACKED, pk)
@@ -330,8 +274,8 @@ FX_NP3(7, SRC_PACKED, pk) FX_NP3(8, SRC_PACKED, pk)
      FX_ROW3(5, N), FX_ROW3(6, N), FX_ROW3(7, N), FX_ROW3(8, N)}
 
 /* [source][MR-1][NP-1], NP <= wide_np[MR-1]; read-only. */
-static const tile_fn tiles[4][FX_MR_MAX][FX_NP_MAX] = {
-    FX_TABLE(f32), FX_TABLE(f16), FX_TABLE(bf16), FX_TABLE(q8_0)};
+static const tile_fn tiles[3][FX_MR_MAX][FX_NP_MAX] = {
+    FX_TABLE(f32), FX_TABLE(f16), FX_TABLE(bf16)};
 static const int wide_np[FX_MR_MAX] = {6, 6, 4, 4, 3, 3, 3, 3};
 
 /* The large-M path's tiles on the packed panel: [MR-1][NP-1]. 8 x 3 is
@@ -346,7 +290,6 @@ static int src_of(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_F16: return SRC_F16;
     case FX_WTYPE_BF16: return SRC_BF16;
-    case FX_WTYPE_Q8_0: return SRC_Q8_0;
     case FX_WTYPE_F32:
     default: return SRC_F32;
     }
@@ -407,16 +350,6 @@ static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
         const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
         float *dst = panel + p * 2 * FX_MM_KC;
         size_t k = 0;
-        if (src == SRC_Q8_0) {
-            for (; k < kn; k += FX_QK8_0) {
-                size_t off = (k0 + k) / FX_QK8_0 * sizeof(fx_block_q8_0);
-                __m512 d = q8_scales(r0 + off, r1 + off);
-                for (int s = 0; s < FX_QK8_0; s += 8)
-                    _mm512_store_ps(dst + 2 * (k + (size_t)s),
-                                    q8_pair8(d, r0 + off, r1 + off, s));
-            }
-            continue;
-        }
         for (; k + 8 <= kn; k += 8)
             _mm512_store_ps(dst + 2 * k, load_pair8(src, r0, r1, k0 + k));
         if (k < kn)
@@ -449,9 +382,7 @@ static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
     size_t rows = mc + nc;
     size_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
     size_t wbytes = fx_wtype_row_bytes(job->type, kn);
-    size_t woff = job->type == FX_WTYPE_Q8_0
-        ? k0 / FX_QK8_0 * sizeof(fx_block_q8_0)
-        : fx_wtype_row_bytes(job->type, k0);
+    size_t woff = fx_wtype_row_bytes(job->type, k0);
     for (size_t r = r0; r < r1; r++) {
         const char *p = r < mc
             ? (const char *)(job->x + (mb + r) * job->ldx + k0)

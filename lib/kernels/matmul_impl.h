@@ -16,6 +16,10 @@ typedef struct fx_mm_job {
     size_t row_bytes, n, k;
     float *y;            /* [m][ldy] */
     size_t ldy;
+    /* Q8_0 only: x quantized by an fx_xq_fn (layout below), row stride
+     * xq_ld bytes; NULL for the other types. */
+    const uint8_t *xq;
+    size_t xq_ld;
 } fx_mm_job;
 
 /* Blocking of the large-M path. Tasks split N in FX_MM_NTASK columns; a
@@ -23,10 +27,10 @@ typedef struct fx_mm_job {
  * FX_MM_MC, K in slabs of FX_MM_KC. For each (row block, slab) the x block
  * and the W panel are copied (W converted to f32, exactly) into aligned
  * contiguous scratch, so the tile never splits a cache line and never
- * meets 4 KiB aliasing between rows. KC is a multiple of 32, so a slab
- * never splits a Q8_0 block and lane k % 8 of a slab is lane k % 8 of the
- * row: the 8-lane partial sums carried between slabs are exactly the
- * lanes of the single-pass definition. */
+ * meets 4 KiB aliasing between rows. KC is a multiple of 8, so lane
+ * k % 8 of a slab is lane k % 8 of the row: the 8-lane partial sums
+ * carried between slabs are exactly the lanes of the single-pass
+ * definition. (Q8_0 has its own paths and no slabs: matmul_q8*.c.) */
 #ifndef FX_MM_NC
 #define FX_MM_NC 96
 #endif
@@ -66,5 +70,40 @@ fx_mm_range_fn fx_mm_avx512_range(void);
 /* The AVX2 set plus AVX-512 F, BW, VL and DQ, with the OS saving the zmm
  * state (run-time probe, no state kept). */
 bool fx_cpu_has_avx512(void);
+
+/* ---- Q8_0: integer dot products on quantized activations ----
+ *
+ * fx_matmul quantizes x once per call (kernels.h gives the rule) into a
+ * buffer of the context; every Q8_0 path reads it from there. One row of
+ * K elements (B = K / 32 blocks), 64-byte aligned:
+ *   int8_t  q[K]       at 0      the quants
+ *   int32_t nc[B][8]   at K      -128 * (q[4j] + q[4j+1] + q[4j+2] + q[4j+3])
+ *                                of block b, group j: the correction that
+ *                                makes u8 x s8 dot products (vpdpbusd) on
+ *                                weights offset by +128 exact
+ *   float   d[B]       at 2K     the scales dx
+ */
+static inline size_t fx_xq_row_bytes(size_t k) {
+    return (2 * k + k / 8 + 63) & ~(size_t)63;
+}
+
+/* Quantizes rows [0, m) of x (row stride ldx) into xq (row stride ld). All
+ * forms give the same bytes. */
+typedef void (*fx_xq_fn)(const float *x, size_t ldx, size_t m, size_t k,
+                         uint8_t *xq, size_t ld);
+void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
+                    uint8_t *xq, size_t ld);
+/* NULL where the AVX2 code is not compiled in. */
+fx_xq_fn fx_xq_avx2(void);
+
+/* The Q8_0 matmul on job->xq. Portable: the definition, literally. */
+void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
+                       float *scratch);
+/* AVX2 (maddubs) and AVX-512 VNNI (vpdpbusd) forms; NULL where not
+ * compiled in. */
+fx_mm_range_fn fx_mm_q8_avx2_range(void);
+fx_mm_range_fn fx_mm_q8_avx512_range(void);
+/* fx_cpu_has_avx512() plus AVX512_VNNI. */
+bool fx_cpu_has_avx512_vnni(void);
 
 #endif /* FX_KERNELS_MATMUL_IMPL_H */

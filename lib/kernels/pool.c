@@ -1,8 +1,26 @@
 /*
  * A persistent pthread pool. Threads are created once, by fx_pool_create,
- * and sleep on a condition variable between runs: a decode step issues
- * hundreds of matmuls, and creating threads per call would cost more than
+ * and wait between runs: a decode step issues about a hundred pool runs
+ * (matmuls, attention), and creating threads per call would cost more than
  * a small matmul itself.
+ *
+ * Hand-off. A run is published with atomics (the run's fields, then a
+ * generation counter) and its end is an atomic count of workers still in
+ * it; a thread that finds nothing to do polls those for a while and only
+ * then sleeps on a condition variable. The mutex and the condition
+ * variables are touched only by a thread that sleeps or wakes a sleeper.
+ *
+ * How long to poll is adaptive (see struct spin), because the right
+ * answer depends on the machine's load. Measured on a 2-vCPU VM where
+ * every syscall traps to the hypervisor: with both threads on their own
+ * core, a run of 16 tiny tasks costs ~3 us when the other thread polls and
+ * 30-50 us when it has to be woken (the previous pool took the mutex on
+ * every run and slept after 1000 PAUSEs: nearly always the 30-50 us).
+ * But with the machine busy, the other thread is often not running at
+ * all, and then every microsecond of polling is wasted (a 50 us poll made
+ * runs take ~120 us); yielding the core instead hands it to another
+ * process for a whole time slice (milliseconds). PAUSE in the poll loop
+ * was slower here too (it can exit to the hypervisor).
  *
  * Tasks are claimed from an atomic counter, so which thread runs which task
  * varies; callers make results independent of that by giving each task a
@@ -15,6 +33,22 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
+
+/* Poll budget bounds. Decode issues its runs a few microseconds apart
+ * (norms, RoPE, residuals in between); an idle pool burns at most the
+ * budget of a core before sleeping. */
+#define FX_POOL_SPIN_MIN_NS 1000u
+#define FX_POOL_SPIN_MAX_NS 100000u
+
+/* One waiting thread's poll budget. After a wait that ended in sleep: if
+ * the event came soon after (within the budget again), polling a little
+ * longer would have saved the sleep and wake, so the budget doubles; if it
+ * came much later, the poll was wasted, so it halves. Waits that the poll
+ * covers leave it alone. Owned by one thread; no atomics needed. */
+typedef struct spin {
+    uint64_t ns;
+} spin;
 
 typedef struct fx_pool_worker {
     struct fx_pool *pool;
@@ -28,20 +62,23 @@ struct fx_pool {
     unsigned n_started;      /* workers successfully created */
     fx_pool_worker *workers; /* [n_threads - 1] */
 
+    /* Sleeping and waking only. */
     pthread_mutex_t mu;
     pthread_cond_t wake;     /* a new run (or stop) was published */
     pthread_cond_t done;     /* the last worker finished the run */
-    /* Written under mu; atomic so the spin phases may read them without
-     * it (the sleeping checks still happen under mu: no lost wake-up). */
-    atomic_uint_fast64_t generation; /* bumped once per run */
-    atomic_uint pending;     /* workers not yet finished with this run */
-    atomic_bool stop;
+    atomic_uint sleepers;    /* workers waiting on wake (or about to) */
+    atomic_bool caller_sleeping;
+    spin caller_spin;        /* the caller's wait for the end of a run */
 
-    /* The current run; written under mu before generation is bumped. */
+    /* The current run: fn, ctx and n_tasks are written before generation
+     * is bumped (seq_cst) and read after it is seen. */
     fx_pool_fn fn;
     void *ctx;
     size_t n_tasks;
+    atomic_uint_fast64_t generation; /* bumped once per run */
     atomic_size_t next_task;
+    atomic_uint pending;     /* workers not yet finished with this run */
+    atomic_bool stop;
     atomic_bool running;     /* catches a run from inside fn */
 };
 
@@ -55,50 +92,74 @@ static void run_tasks(fx_pool *pool, fx_pool_fn fn, void *ctx,
     }
 }
 
-/* Before sleeping on a condition variable, poll for a while: a decode
- * step runs hundreds of matmuls back to back, and a futex wake-up costs
- * more than a small one (measured ~12 us per run with 2 threads without
- * this). Bounded (~10-20 us), so an idle pool does not burn a core. */
-#define FX_POOL_SPIN 1000
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+/* Polls until done(pool, arg) or the budget passes; true if done. The
+ * clock is read every 64 polls: a poll is a load, the clock a vDSO call.
+ * *start is when the wait began. */
+static bool spin_until(const fx_pool *pool, const spin *sp, uint64_t *start,
+                       bool (*done)(const fx_pool *, uint64_t), uint64_t arg) {
+    *start = now_ns();
+    for (unsigned i = 1;; i++) {
+        if (done(pool, arg)) return true;
+        if (i % 64 == 0 && now_ns() - *start >= sp->ns) return false;
+    }
+}
+
+/* After a wait that slept: adapt the budget (see struct spin). */
+static void spin_adapt(spin *sp, uint64_t start) {
+    const uint64_t waited = now_ns() - start;
+    if (waited < 2 * sp->ns) {
+        sp->ns *= 2;
+        if (sp->ns > FX_POOL_SPIN_MAX_NS) sp->ns = FX_POOL_SPIN_MAX_NS;
+    } else {
+        sp->ns /= 2;
+        if (sp->ns < FX_POOL_SPIN_MIN_NS) sp->ns = FX_POOL_SPIN_MIN_NS;
+    }
+}
+
+static bool new_run(const fx_pool *pool, uint64_t seen) {
+    return atomic_load(&pool->generation) != seen || atomic_load(&pool->stop);
+}
+
+static bool run_finished(const fx_pool *pool, uint64_t unused) {
+    (void)unused;
+    return atomic_load(&pool->pending) == 0;
 }
 
 static void *worker_main(void *arg) {
     fx_pool_worker *self = arg;
     fx_pool *pool = self->pool;
-    uint64_t seen = 0;
+    uint64_t seen = 0, start;
+    spin sp = {20000};
     for (;;) {
-        for (unsigned i = 0; i < FX_POOL_SPIN; i++) {
-            if (atomic_load_explicit(&pool->generation,
-                                     memory_order_acquire) != seen ||
-                atomic_load_explicit(&pool->stop, memory_order_relaxed))
-                break;
-            cpu_relax();
-        }
-        pthread_mutex_lock(&pool->mu);
-        while (atomic_load(&pool->generation) == seen &&
-               !atomic_load(&pool->stop))
-            pthread_cond_wait(&pool->wake, &pool->mu);
-        if (atomic_load(&pool->stop)) {
+        if (!spin_until(pool, &sp, &start, new_run, seen)) {
+            /* sleepers is raised before generation is checked under the
+             * lock; fx_pool_run bumps generation before reading sleepers.
+             * Both seq_cst: either this thread sees the new run, or the
+             * caller sees a sleeper and broadcasts under the lock. */
+            pthread_mutex_lock(&pool->mu);
+            atomic_fetch_add(&pool->sleepers, 1);
+            while (!new_run(pool, seen)) pthread_cond_wait(&pool->wake, &pool->mu);
+            atomic_fetch_sub(&pool->sleepers, 1);
             pthread_mutex_unlock(&pool->mu);
-            break;
+            spin_adapt(&sp, start);
         }
+        if (atomic_load(&pool->stop)) break;
         seen = atomic_load(&pool->generation);
-        fx_pool_fn fn = pool->fn;
-        void *ctx = pool->ctx;
-        size_t n_tasks = pool->n_tasks;
-        pthread_mutex_unlock(&pool->mu);
-
-        run_tasks(pool, fn, ctx, n_tasks, self->index);
-
-        pthread_mutex_lock(&pool->mu);
-        if (atomic_fetch_sub(&pool->pending, 1) == 1)
+        run_tasks(pool, pool->fn, pool->ctx, pool->n_tasks, self->index);
+        /* The same pairing for the end of a run: the caller raises
+         * caller_sleeping before checking pending under the lock. */
+        if (atomic_fetch_sub(&pool->pending, 1) == 1 &&
+            atomic_load(&pool->caller_sleeping)) {
+            pthread_mutex_lock(&pool->mu);
             pthread_cond_signal(&pool->done);
-        pthread_mutex_unlock(&pool->mu);
+            pthread_mutex_unlock(&pool->mu);
+        }
     }
     return NULL;
 }
@@ -123,11 +184,14 @@ fx_status fx_pool_create(const fx_alloc *alloc, unsigned n_threads,
     if (!pool) return fx_fail(err, FX_ERR_NOMEM, "pool: out of memory");
     pool->alloc = *alloc;
     pool->n_threads = n_threads;
-    atomic_init(&pool->next_task, 0);
-    atomic_init(&pool->running, false);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->caller_sleeping, false);
+    pool->caller_spin.ns = 20000;
     atomic_init(&pool->generation, 0);
+    atomic_init(&pool->next_task, 0);
     atomic_init(&pool->pending, 0);
     atomic_init(&pool->stop, false);
+    atomic_init(&pool->running, false);
     if (n_threads > 1) {
         pool->workers = fx_calloc(alloc, n_threads - 1, sizeof *pool->workers);
         if (!pool->workers) {
@@ -197,27 +261,32 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
         atomic_store(&pool->running, false);
         return FX_OK;
     }
-    pthread_mutex_lock(&pool->mu);
+    /* Every worker finished the previous run (pending reached 0 before it
+     * returned), so none reads these while they change. */
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_tasks = n_tasks;
-    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    atomic_store(&pool->next_task, 0);
     atomic_store(&pool->pending, pool->n_started);
-    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->mu);
+    atomic_fetch_add(&pool->generation, 1);
+    if (atomic_load(&pool->sleepers) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->wake);
+        pthread_mutex_unlock(&pool->mu);
+    }
 
     run_tasks(pool, fn, ctx, n_tasks, 0);
 
-    for (unsigned i = 0; i < FX_POOL_SPIN; i++) {
-        if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
-            break;
-        cpu_relax();
+    uint64_t start;
+    if (!spin_until(pool, &pool->caller_spin, &start, run_finished, 0)) {
+        pthread_mutex_lock(&pool->mu);
+        atomic_store(&pool->caller_sleeping, true);
+        while (atomic_load(&pool->pending) > 0)
+            pthread_cond_wait(&pool->done, &pool->mu);
+        atomic_store(&pool->caller_sleeping, false);
+        pthread_mutex_unlock(&pool->mu);
+        spin_adapt(&pool->caller_spin, start);
     }
-    pthread_mutex_lock(&pool->mu);
-    while (atomic_load(&pool->pending) > 0)
-        pthread_cond_wait(&pool->done, &pool->mu);
-    pthread_mutex_unlock(&pool->mu);
     atomic_store(&pool->running, false);
     return FX_OK;
 }

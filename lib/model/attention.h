@@ -4,12 +4,26 @@
 
 #include "../kernels/kernels.h"
 
+/* Heads that share a KV head (grouped-query attention) go through
+ * together, so each key and value row is loaded once for all of them. The
+ * results are those of one head at a time, bit for bit. */
 typedef struct fx_attn_kernels {
-    float (*dot)(const float *q, const float *k, uint32_t n);
-    void (*axpy)(float *out, float a, const float *v, uint32_t n);
+    /* out[h * out_ld + j] = dot(q_h, k_j) * scale for heads h < nh (q_h =
+     * q + h * hd) and the n keys k_j = k + j * stride (floats), each of hd
+     * elements. */
+    void (*scores)(float *out, size_t out_ld, const float *q, uint32_t nh,
+                   const float *k, size_t stride, uint32_t n, uint32_t hd,
+                   float scale);
+    /* For heads h < nh (out_h = out + h * hd, p_h = p + h * p_ld):
+     * out_h[i] = fmaf(p_h[j], v_j[i], out_h[i]) for j = 0..n-1 in order,
+     * i < hd, v_j = v + j * stride. */
+    void (*weighted_sum)(float *out, const float *p, size_t p_ld, uint32_t nh,
+                         const float *v, size_t stride, uint32_t n,
+                         uint32_t hd);
 } fx_attn_kernels;
 
-/* Picks the AVX2 forms when isa is FX_ISA_AVX2; both give the same bits. */
+/* Picks the AVX2 forms when isa is FX_ISA_AVX2 or FX_ISA_AVX512; every
+ * form gives the same bits. */
 void fx_attn_kernels_init(fx_attn_kernels *ak, fx_isa isa);
 
 #endif

@@ -34,7 +34,8 @@ struct fx_forward {
     float *gate;     /* [max_tokens][n_ff] */
     float *up;       /* [max_tokens][n_ff] */
     float *rope;     /* [max_tokens][n_rot] cos/sin per token */
-    float *scores;   /* [n_threads][max_ctx] attention weights */
+    float *scores;   /* [n_threads][heads per KV head][max_ctx] attention
+                        weights */
 };
 
 size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens) {
@@ -83,7 +84,10 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->gate = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->up = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->rope = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
-    f->scores = fx_malloc_array(alloc, (size_t)threads * max_ctx, sizeof(float));
+    f->scores = fx_malloc_array(alloc,
+                                (size_t)threads * (hp->n_head / hp->n_head_kv) *
+                                    max_ctx,
+                                sizeof(float));
     if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->attn || !f->proj ||
         !f->gate || !f->up || !f->rope || !f->scores) {
         fx_forward_free(f);
@@ -114,33 +118,43 @@ typedef struct attn_job {
     uint32_t layer;
 } attn_job;
 
-/* One (token, head): softmax(q . k_j / sqrt(d)) weighted sum of v_j over
- * j = 0..pos, each reduction in increasing j (and i) order. */
+/* One token and one KV head, for each query head h that shares it:
+ * softmax(q_h . k_j / sqrt(d)) weighted sum of v_j over j = 0..pos, each
+ * reduction in increasing j (and i) order -- exactly what one head at a
+ * time computes. The keys and values of a KV block are consecutive slots
+ * (kv_dim floats apart), so the kernels take a block's positions at once. */
 static void attend_one(void *ctx, size_t task, unsigned thread) {
     const attn_job *job = ctx;
     fx_forward *f = job->f;
     const fx_hparams *hp = f->hp;
-    uint32_t hd = hp->head_dim;
-    uint32_t t = (uint32_t)(task / hp->n_head);
-    uint32_t h = (uint32_t)(task % hp->n_head);
-    uint32_t kv_head = h / (hp->n_head / hp->n_head_kv);
+    const uint32_t hd = hp->head_dim;
+    const uint32_t group = hp->n_head / hp->n_head_kv;
+    const uint32_t t = (uint32_t)(task / hp->n_head_kv);
+    const uint32_t kv_head = (uint32_t)(task % hp->n_head_kv);
     const fx_fwd_token *tok = &job->tokens[t];
     const fx_kv_view *view = &job->views[tok->seq];
-    const float *q = f->q + (size_t)t * f->q_dim + (size_t)h * hd;
-    float *scores = f->scores + (size_t)thread * f->max_ctx;
+    const uint32_t bt = view->block_tokens;
+    const size_t q_off = (size_t)t * f->q_dim + (size_t)kv_head * group * hd;
+    const float *q = f->q + q_off;
+    float *scores = f->scores + (size_t)thread * group * f->max_ctx;
     const float scale = 1.0f / sqrtf((float)hd);
-    uint32_t n_pos = tok->pos + 1;
+    const uint32_t n_pos = tok->pos + 1;
 
-    for (uint32_t j = 0; j < n_pos; j++) {
+    for (uint32_t j = 0; j < n_pos; j += bt) {
+        const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
         const float *k = kv_slot(view, f, job->layer, 0, j) + (size_t)kv_head * hd;
-        scores[j] = f->ak.dot(q, k, hd) * scale;
+        f->ak.scores(scores + j, f->max_ctx, q, group, k, f->kv_dim, n, hd,
+                     scale);
     }
-    fx_softmax(scores, n_pos);
-    float *out = f->attn + (size_t)t * f->q_dim + (size_t)h * hd;
-    memset(out, 0, hd * sizeof *out);
-    for (uint32_t j = 0; j < n_pos; j++) {
+    for (uint32_t g = 0; g < group; g++)
+        fx_softmax(scores + (size_t)g * f->max_ctx, n_pos);
+    float *out = f->attn + q_off;
+    memset(out, 0, (size_t)group * hd * sizeof *out);
+    for (uint32_t j = 0; j < n_pos; j += bt) {
+        const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
         const float *v = kv_slot(view, f, job->layer, 1, j) + (size_t)kv_head * hd;
-        f->ak.axpy(out, scores[j], v, hd);
+        f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, f->kv_dim, n,
+                           hd);
     }
 }
 
@@ -206,6 +220,9 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
     if ((st = fx_matmul(f->kc, in, ld_in, n, (mat).data, (mat).type, (mat).n, \
                         (mat).k, out, ld_out, flags)) != FX_OK)               \
         return fx_fail(err, st, "forward: matmul failed");
+/* Weights that read the same input go in one pool run (one hand-off to
+ * the threads, and one quantization of x for Q8_0): same bits. */
+#define OUT(mat, out, ld_out) {(mat).data, (mat).type, (mat).n, out, ld_out}
 
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const fx_layer_weights *lw = &w->layers[l];
@@ -213,9 +230,12 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         for (uint32_t t = 0; t < n; t++)
             fx_rmsnorm(f->xb + (size_t)t * d, f->x + (size_t)t * d,
                        lw->attn_norm, d, hp->rms_norm_eps);
-        MATMUL(f->xb, d, lw->wq, f->q, f->q_dim)
-        MATMUL(f->xb, d, lw->wk, f->k, f->kv_dim)
-        MATMUL(f->xb, d, lw->wv, f->v, f->kv_dim)
+        const fx_mm_out qkv[3] = {OUT(lw->wq, f->q, f->q_dim),
+                                  OUT(lw->wk, f->k, f->kv_dim),
+                                  OUT(lw->wv, f->v, f->kv_dim)};
+        if ((st = fx_matmul_multi(f->kc, f->xb, d, n, d, qkv, 3, flags)) !=
+            FX_OK)
+            return fx_fail(err, st, "forward: matmul failed");
         add_bias(f->q, lw->bq, n, f->q_dim);
         add_bias(f->k, lw->bk, n, f->kv_dim);
         add_bias(f->v, lw->bv, n, f->kv_dim);
@@ -236,7 +256,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
          * that share this call. */
         attn_job job = {f, tokens, views, l};
         if ((st = fx_pool_run(fx_kernels_pool(f->kc), attend_one, &job,
-                              (size_t)n * hp->n_head)) != FX_OK)
+                              (size_t)n * hp->n_head_kv)) != FX_OK)
             return fx_fail(err, st, "forward: attention failed");
         MATMUL(f->attn, f->q_dim, lw->wo, f->proj, d)
         for (uint32_t t = 0; t < n; t++)
@@ -247,8 +267,11 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         for (uint32_t t = 0; t < n; t++)
             fx_rmsnorm(f->xb + (size_t)t * d, f->x + (size_t)t * d,
                        lw->ffn_norm, d, hp->rms_norm_eps);
-        MATMUL(f->xb, d, lw->w_gate, f->gate, ff)
-        MATMUL(f->xb, d, lw->w_up, f->up, ff)
+        const fx_mm_out gate_up[2] = {OUT(lw->w_gate, f->gate, ff),
+                                      OUT(lw->w_up, f->up, ff)};
+        if ((st = fx_matmul_multi(f->kc, f->xb, d, n, d, gate_up, 2, flags)) !=
+            FX_OK)
+            return fx_fail(err, st, "forward: matmul failed");
         for (uint32_t t = 0; t < n; t++)
             fx_swiglu(f->gate + (size_t)t * ff, f->gate + (size_t)t * ff,
                       f->up + (size_t)t * ff, ff);
@@ -258,6 +281,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
                    f->proj + (size_t)t * d, d);
     }
 #undef MATMUL
+#undef OUT
 
     /* Logits only for the tokens that asked: the output matrix is the
      * largest in most small models, and prefill needs just the last row. */
