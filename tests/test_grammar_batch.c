@@ -224,18 +224,21 @@ static void a_expr(ar *a, size_t i, unsigned char *out) {
 /* 2: a whole sentence of the grammar, 1: a prefix of one, 0: neither. */
 static int arith_check(const char *s, size_t n) {
     if (n > AMAX) return 0;
+    /* Position sets are AMAX + 1 long whatever n is: with n + 1, GCC -O3
+     * inlines the short literals of the tests and warns about writes it
+     * cannot see are bounded by n (-Wstringop-overflow). */
     ar *a = calloc(1, sizeof *a);
     a->s = s;
     a->n = n;
-    unsigned char *starts = calloc(n + 1, 1), *ends = calloc(n + 1, 1);
-    unsigned char *done = calloc(n + 1, 1);
+    unsigned char *starts = calloc(AMAX + 1, 1), *ends = calloc(AMAX + 1, 1);
+    unsigned char *done = calloc(AMAX + 1, 1);
     starts[0] = 1;
     int result = 0;
     for (size_t i = 0; i <= n; i++) {
         if (!starts[i] || done[i]) continue;
         done[i] = 1;
-        unsigned char *e = calloc(n + 1, 1), *w = calloc(n + 1, 1),
-                      *t = calloc(n + 1, 1);
+        unsigned char *e = calloc(AMAX + 1, 1), *w = calloc(AMAX + 1, 1),
+                      *t = calloc(AMAX + 1, 1);
         a_expr(a, i, e);
         for (size_t k = 0; k <= n; k++) {
             if (!e[k]) continue;
