@@ -62,10 +62,6 @@ if(FERROX_FUZZ)
                              PUBLIC FERROX_STATIC)
   target_compile_options(fx_fuzz_lib PRIVATE ${_fx_fuzz_flags})
   target_link_libraries(fx_fuzz_lib PUBLIC ${_fx_lib_libs})
-  if(CMAKE_C_COMPILER_VERSION VERSION_LESS 15)
-    target_compile_options(fx_fuzz_lib PRIVATE
-      -include ${FX_FUZZ_DIR}/clang14_compat.h)
-  endif()
 
   # A known finding that would stop every run at its first input can be
   # set aside while it waits for its fix: the listed library sources

@@ -15,7 +15,7 @@ ferrox_warnings(bench_kernels)
 # block, 32-wide K slab, a 16 KiB Q8_0 activation buffer that takes a
 # dozen rows at a time), so every block, slab, chunk and task edge is
 # crossed many times even by small shapes.
-set(_fx_kernel_srcs convert.c matmul.c matmul_avx2.c matmul_avx512.c
+set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
   matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 find_package(PkgConfig QUIET)

@@ -85,7 +85,7 @@ static void test_utf8_every_split(void **state) {
         "\xF4\x8F\xBF\xBF",               /* U+10FFFF */
         "\xE2\x82\xAC",                   /* U+20AC, 3 bytes */
         "\xC3\xA9",                       /* U+00E9, 2 bytes */
-        "a\xF0\x9F\x98\x80\xC3\xA9\xE2\x82\xAC" "b",
+        ("a\xF0\x9F\x98\x80\xC3\xA9\xE2\x82\xAC" "b"),
         "\xF0\x90\x80\x80\xF0\x9F\x98\x80",
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {

@@ -160,7 +160,7 @@ static const char *const k_texts[] = {
     "Hello world",
     "  leading and trailing  ",
     "\n\n\ttabs\tand\r\nnewlines\n",
-    "d\xc3\xa9j\xc3\xa0 vu, na\xc3\xafve caf\xc3\xa9 \xc3\x9c" "ber",
+    ("d\xc3\xa9j\xc3\xa0 vu, na\xc3\xafve caf\xc3\xa9 \xc3\x9c" "ber"),
     "\xe4\xb8\xad\xe6\x96\x87\xe6\xb5\x8b\xe8\xaf\x95 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4",
     "emoji \xf0\x9f\x99\x82\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7",
     "x = f(a[1], {b: 'c'}) // 1234567890 $$$ <tag/> ___ ~~~",
@@ -551,7 +551,7 @@ static fx_model *build(const char *name, const char *model, const char *pre, con
 #define SPM_N 270
 static void spm_vocab(const char *tokens[SPM_N], float scores[SPM_N], int32_t types[SPM_N], char names[256][8]) {
     static const char *const pieces[] = {
-        "\xe2\x96\x81", "a", "b", "c", "ab", "\xe2\x96\x81" "a", "bc", "abc", "<|im_end|>", "<user>", "\xe2\x96\x81\xe2\x96\x81"};
+        "\xe2\x96\x81", "a", "b", "c", "ab", ("\xe2\x96\x81" "a"), "bc", "abc", "<|im_end|>", "<user>", "\xe2\x96\x81\xe2\x96\x81"};
     static const float piece_scores[] = {-1, -2, -3, -4, -5, -6, -2.5f, -7, 0, 0, -8};
     static const int32_t piece_types[] = {1, 1, 1, 1, 1, 1, 1, 1, 3, 4, 1};
     tokens[0] = "<unk>", types[0] = 2, scores[0] = 0;

@@ -34,11 +34,7 @@
 #define FX_PF_DIST 2048
 #endif
 
-bool fx_cpu_has_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
+/* fx_cpu_has_*: lib/kernels/cpu.c */
 
 /* ---- weights to f32, 8 at a time (all conversions exact) ---- */
 

@@ -49,14 +49,7 @@
  * (Q8_0 is in matmul_q8_avx512.c.) */
 enum { SRC_F32, SRC_F16, SRC_BF16, SRC_PACKED };
 
-bool fx_cpu_has_avx512(void) {
-    /* GCC's probe also checks that the OS saves the zmm/opmask state. */
-    __builtin_cpu_init();
-    return fx_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq");
-}
+/* fx_cpu_has_*: lib/kernels/cpu.c */
 
 /* ---- weights of a column pair, 8 + 8 at a time (all exact) ---- */
 

@@ -33,10 +33,7 @@
 #define FX_MR_MAX 8
 #define FX_NP_MAX 6
 
-bool fx_cpu_has_avx512_vnni(void) {
-    __builtin_cpu_init();
-    return fx_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
-}
+/* fx_cpu_has_*: lib/kernels/cpu.c */
 
 enum { SRC_STREAM, SRC_PACKED };
 

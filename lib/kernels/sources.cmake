@@ -3,6 +3,7 @@
 # FX_MATMUL_FAST mode (see kernels.h).
 set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/convert.c
+  ${CMAKE_CURRENT_LIST_DIR}/cpu.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_avx2.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_avx512.c

@@ -448,7 +448,10 @@ static fx_status load_specials(struct fx_vocab *v, const fx_gguf *g, fx_error *e
     /* Older conversions name their end-of-turn tokens only by text; such a
      * token must act as a control token even if typed otherwise. */
     static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                            "<|endoftext|>", "<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+                                            "<|endoftext|>", "<EOT>",
+                                            /* DeepSeek's <｜end▁of▁sentence｜>; the literal is
+                                             * split only so "\x9c" does not swallow "e" */
+                                            ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>")};
     if (v->special[FX_TOKEN_EOT] < 0) {
         for (size_t k = 0; v->special[FX_TOKEN_EOT] < 0 && k < sizeof eot_texts / sizeof eot_texts[0]; k++)
             v->special[FX_TOKEN_EOT] = fx_vocab_find(v, eot_texts[k], strlen(eot_texts[k]));

@@ -1,0 +1,47 @@
+/*
+ * Which SIMD paths this CPU and OS can run, read from CPUID and XGETBV
+ * directly: __builtin_cpu_supports would do, but clang before 15 does not
+ * know "f16c" and refuses to compile the library at all.
+ *
+ * A feature counts only when the OS also saves its registers on a context
+ * switch (XCR0): a CPU with AVX-512 under an OS or hypervisor that does not
+ * enable the zmm state would fault on the first instruction.
+ */
+#include <cpuid.h>
+#include <stdint.h>
+
+#include "matmul_impl.h"
+
+typedef struct cpu_features {
+    int avx2, avx512, avx512_vnni;
+} cpu_features;
+
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static cpu_features detect(void) {
+    cpu_features f = {0, 0, 0};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1,
+        f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return f;
+    uint64_t xcr0 = read_xcr0();
+    int ymm_state = (xcr0 & 0x6) == 0x6;           /* SSE + AVX state */
+    int zmm_state = ymm_state && (xcr0 & 0xE0) == 0xE0; /* opmask, zmm */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1,
+        avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1,
+        avx512vnni = (c >> 11) & 1;
+    f.avx2 = ymm_state && avx2 && fma && f16c;
+    f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512dq;
+    f.avx512_vnni = f.avx512 && avx512vnni;
+    return f;
+}
+
+bool fx_cpu_has_avx2(void) { return detect().avx2 != 0; }
+bool fx_cpu_has_avx512(void) { return detect().avx512 != 0; }
+bool fx_cpu_has_avx512_vnni(void) { return detect().avx512_vnni != 0; }
