@@ -509,21 +509,9 @@ static void test_check_names_violation(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    gw_model_spec spec;
-    gw_model_spec_default(&spec);
     /* As small as a Llama gets: the soak is about bookkeeping. */
-    spec.n_embd = 32;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 48;
-    spec.n_ctx = 128;
-    spec.seed = 7;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("soak.gguf"));
-    int rc = gw_write_file(&buf, model_path);
-    gw_free(&buf);
+    int rc = gw_write_tiny_model(model_path, 128, 7);
     if (rc != 0) return rc;
     char err[256];
     if (fx_model_load(model_path, NULL, &model, err, sizeof err) != FX_OK) {

@@ -362,19 +362,8 @@ static void test_tokenizer_from_threads(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    gw_model_spec spec;
-    gw_model_spec_default(&spec);
-    spec.n_embd = 32;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 48;
-    spec.n_ctx = 64;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("threads.gguf"));
-    int rc = gw_write_file(&buf, model_path);
-    gw_free(&buf);
+    int rc = gw_write_tiny_model(model_path, 64, 1);
     if (rc != 0) return rc;
     char err[256];
     return fx_model_load(model_path, NULL, &model, err, sizeof err) == FX_OK ? 0 : -1;

@@ -61,12 +61,6 @@ void fx_model_params_init_sized(fx_model_params *params, size_t size) {
     FX_INIT_MEMBER(params, size, fx_model_params, log_level, FX_LOG_WARN);
 }
 
-static void copy_message(const fx_error *err, char *errbuf,
-                         size_t errbuf_size) {
-    if (!errbuf || errbuf_size == 0) return;
-    snprintf(errbuf, errbuf_size, "%s", err->message);
-}
-
 fx_status fx_model_load(const char *path, const fx_model_params *params,
                         fx_model **out_model, char *errbuf,
                         size_t errbuf_size) {
@@ -78,7 +72,7 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
     if (!path || !out_model) {
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
                      "fx_model_load: %s is NULL", path ? "out_model" : "path");
-        copy_message(&load_err, errbuf, errbuf_size);
+        fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
 
@@ -87,7 +81,7 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
     if (params &&
         (st = fx_params_copy(&p, sizeof p, params, MODEL_PARAMS_V1_SIZE,
                              &load_err, "fx_model_params")) != FX_OK) {
-        copy_message(&load_err, errbuf, errbuf_size);
+        fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
     if (p.flags & ~FX_MODEL_VOCAB_ONLY) {
@@ -96,7 +90,7 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
                      "fx_model_params.flags: unknown bits 0x%x",
                      (unsigned)(p.flags & ~FX_MODEL_VOCAB_ONLY));
-        copy_message(&load_err, errbuf, errbuf_size);
+        fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
     fx_alloc alloc;
@@ -104,14 +98,14 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
                      "fx_model_params.allocator: set all three functions or "
                      "none");
-        copy_message(&load_err, errbuf, errbuf_size);
+        fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
 
     fx_model *model = fx_calloc(&alloc, 1, sizeof *model);
     if (!model) {
         st = fx_fail(&load_err, FX_ERR_NOMEM, "out of memory");
-        copy_message(&load_err, errbuf, errbuf_size);
+        fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
     model->alloc = alloc;
@@ -156,7 +150,7 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
 
 fail:
     fx_log(&model->log, FX_LOG_ERROR, "%s", load_err.message);
-    copy_message(&load_err, errbuf, errbuf_size);
+    fx_error_copy(&load_err, errbuf, errbuf_size);
     fx_model_destroy(model);
     return st;
 }

@@ -156,12 +156,7 @@ fx_status fx_chat_apply_template(const char *tmpl,
         st = apply(NULL, &alloc, tmpl, msgs, n_msgs, flags, buf, buf_size,
                    needed, &err);
     }
-    if (st != FX_OK && errbuf && errbuf_size > 0) {
-        size_t n = strlen(err.message);
-        if (n >= errbuf_size) n = errbuf_size - 1;
-        memcpy(errbuf, err.message, n);
-        errbuf[n] = '\0';
-    }
+    if (st != FX_OK) fx_error_copy(&err, errbuf, errbuf_size);
     return st;
 }
 

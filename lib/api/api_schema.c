@@ -36,11 +36,6 @@ fx_status fx_json_schema_to_grammar(const char *schema, size_t schema_len,
             fx_free(&alloc, gbnf);
         }
     }
-    if (st != FX_OK && errbuf && errbuf_size > 0) {
-        size_t n = strlen(err.message);
-        if (n >= errbuf_size) n = errbuf_size - 1;
-        memcpy(errbuf, err.message, n);
-        errbuf[n] = '\0';
-    }
+    if (st != FX_OK) fx_error_copy(&err, errbuf, errbuf_size);
     return st;
 }

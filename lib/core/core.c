@@ -83,6 +83,14 @@ void fx_error_clear(fx_error *err) {
     if (err) err->message[0] = '\0';
 }
 
+void fx_error_copy(const fx_error *err, char *buf, size_t size) {
+    if (!buf || size == 0) return;
+    size_t n = strlen(err->message);
+    if (n >= size) n = size - 1;
+    memcpy(buf, err->message, n);
+    buf[n] = '\0';
+}
+
 void fx_log(const fx_logger *logger, fx_log_level level, const char *fmt, ...) {
     if (!logger || !logger->fn || level > logger->level) return;
     char line[1024];

@@ -54,6 +54,9 @@ typedef struct fx_error {
 fx_status fx_fail(fx_error *err, fx_status status, const char *fmt, ...)
     FX_PRINTF(3, 4);
 void fx_error_clear(fx_error *err);
+/* The message into a caller's buffer, NUL-terminated and truncated to
+ * size; nothing when buf is NULL or size 0. */
+void fx_error_copy(const fx_error *err, char *buf, size_t size);
 
 /* ---- logging ---- */
 

@@ -401,3 +401,20 @@ int gw_write_file(const gw_buf *b, const char *path) {
     int rc = fclose(f);
     return (w == b->len && rc == 0) ? 0 : -1;
 }
+
+int gw_write_tiny_model(const char *path, uint32_t n_ctx, uint64_t seed) {
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.n_embd = 32;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 48;
+    spec.n_ctx = n_ctx;
+    spec.seed = seed;
+    gw_buf buf = {0};
+    gw_build_model(&buf, &spec);
+    int rc = gw_write_file(&buf, path);
+    gw_free(&buf);
+    return rc;
+}
