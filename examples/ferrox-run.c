@@ -200,8 +200,10 @@ static char *make_prompt(const fx_model *m, const options *o, const char *text) 
     return out;
 }
 
+/* Reports its own failure on stderr (make_prompt's or fx_submit's). */
 static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
-                        const char *text, void *user, fx_row **row) {
+                        const char *text, size_t index, void *user,
+                        fx_row **row) {
     static int32_t stop_ids[16];
     static size_t n_stop_ids;
     char *prompt = make_prompt(m, o, text);
@@ -236,6 +238,9 @@ static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
     if (o->ignore_eos) req.flags |= FX_REQUEST_IGNORE_EOS;
     req.user = user;
     fx_status st = fx_submit(b, &req, row);
+    if (st != FX_OK)
+        fprintf(stderr, "ferrox-run: row %zu: %s: %s\n", index,
+                fx_status_str(st), fx_batcher_errmsg(b));
     free(prompt);
     return st;
 }
@@ -309,10 +314,9 @@ int main(int argc, char **argv) {
         /* Keep at most --parallel rows queued or running. */
         while (submitted < n_prompts && fx_batcher_pending(b) < bp.max_rows) {
             const char *p = o.prompts_file ? prompts[submitted] : o.prompt;
-            st = submit(b, model, &o, p, &rows[submitted], &rows[submitted].row);
+            st = submit(b, model, &o, p, submitted, &rows[submitted],
+                        &rows[submitted].row);
             if (st != FX_OK) {
-                fprintf(stderr, "ferrox-run: row %zu: %s: %s\n", submitted,
-                        fx_status_str(st), fx_batcher_errmsg(b));
                 rc = 1;
                 break;
             }

@@ -6,7 +6,8 @@
 #                      conversation: turn 1 has no cached tokens, every later
 #                      turn reuses some (and never its whole prompt);
 #   example_tool_call  8 seeds, 8 rows side by side: every answer parsed as
-#                      the tool-call JSON and the tool it names ran.
+#                      the tool-call JSON and the tool it names ran;
+#   example_run_chat_no_template  ferrox-run refuses, with one message.
 # tool-call needs a vocabulary that can spell JSON: the model gets the real
 # Llama 2 one from ../shared; without it the test reports itself skipped.
 if(NOT TARGET hello)
@@ -31,5 +32,11 @@ else()
   set_tests_properties(example_tool_call PROPERTIES
     SKIP_REGULAR_EXPRESSION "SKIPPED:")
 endif()
+# ferrox-run --chat on a model without a chat template: refused, with one
+# message naming the cause.
+add_test(NAME example_run_chat_no_template
+  COMMAND ${CMAKE_COMMAND} -DKIND=fails -DPROGRAM=$<TARGET_FILE:ferrox-run>
+          -DARGS=--model|${PROJECT_BINARY_DIR}/examples/npc-model.gguf|--chat|--prompt|hi
+          -DEXPECT=no.tokenizer.chat_template -P ${_fx_check})
 set_tests_properties(example_hello example_chat_reuse example_tool_call
-  PROPERTIES TIMEOUT 120)
+  example_run_chat_no_template PROPERTIES TIMEOUT 120)
