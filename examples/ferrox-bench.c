@@ -16,382 +16,20 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ferrox.h>
 
-#include "kernels/kernels.h"
+#include "bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* From OpenBLAS (linked through the library); declared here so the tool
- * needs no cblas include path. */
-void openblas_set_num_threads(int num_threads);
-char *openblas_get_corename(void);
 
 enum { MODE_DET = 0, MODE_FAST = 1 };
 static const char *const mode_names[2] = {"deterministic", "fast"};
-
-typedef struct options {
-    const char *model;
-    uint32_t threads, prompt_tokens, gen_tokens, repeats, prefix_tokens;
-    uint32_t rows[16];
-    size_t n_rows;
-    int roofline, prefill, decode, ttft;
-    int modes[2];
-    int n_modes;
-    size_t roof_mib;        /* bandwidth buffer */
-    size_t gemm_n;          /* M = N = K of the peak sgemm */
-    double bw_gbps, peak_gflops; /* given instead of measured */
-} options;
-
-/* What one token costs, from the tensor table (see usage()). */
-typedef struct model_cost {
-    const char *wtype;
-    uint64_t step_bytes;    /* weights read once per forward step */
-    uint64_t layer_params;  /* matrix elements of all layers */
-    uint64_t out_params;    /* the output matrix */
-    uint32_t n_layer, n_head, head_dim, n_vocab;
-} model_cost;
-
-typedef struct roofline {
-    double bw_gbps;         /* the decode roofline: best read pass */
-    double peak_gflops;     /* the prefill roofline: OpenBLAS sgemm */
-} roofline;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts v. */
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* The 1-minute load average, so every line says how busy the machine was
- * (-1 where /proc is absent). */
-static double load1(void) {
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
-        fclose(f);
-    }
-    return l;
-}
 
 static void random_ids(int32_t *ids, size_t n, uint32_t vocab, uint64_t seed) {
     for (size_t i = 0; i < n; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = 3 + (int32_t)((seed >> 33) % (vocab - 3));
     }
-}
-
-/* ---- the roofline: memory bandwidth ---- */
-
-typedef struct stream_ctx {
-    uint8_t *buf;
-    size_t chunk;       /* bytes per task */
-    size_t n_tasks;
-    int kernel;         /* 0: one stream per task, 1: 8 streams */
-    double *a, *b, *c;  /* triad arrays */
-    size_t n;           /* elements per triad array */
-    uint64_t sink[64];
-} stream_ctx;
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define FX_BENCH_X86 1
-/* The read passes must be limited by memory, not by their own
- * instructions: wide loads, independent xor chains. */
-__attribute__((target("avx512f"))) static uint64_t read_seq_512(
-    const uint8_t *p, size_t n) {
-    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i + 256 <= n; i += 256) {
-        s0 = _mm512_xor_si512(s0, _mm512_load_si512((const void *)(p + i)));
-        s1 = _mm512_xor_si512(s1, _mm512_load_si512((const void *)(p + i + 64)));
-        s2 = _mm512_xor_si512(s2, _mm512_load_si512((const void *)(p + i + 128)));
-        s3 = _mm512_xor_si512(s3, _mm512_load_si512((const void *)(p + i + 192)));
-    }
-    s0 = _mm512_xor_si512(_mm512_xor_si512(s0, s1), _mm512_xor_si512(s2, s3));
-    return (uint64_t)_mm512_reduce_or_epi64(s0);
-}
-
-/* 8 streams a chunk apart, each prefetched 2 KiB ahead: the way the
- * matmul reads a group of weight rows. On some machines this beats one
- * stream (more DRAM pages open at once, more misses in flight). */
-__attribute__((target("avx512f"))) static uint64_t read_multi_512(
-    const uint8_t *p, size_t n) {
-    const size_t len = n / 8;
-    __m512i s[8];
-    for (int j = 0; j < 8; j++) s[j] = _mm512_setzero_si512();
-    for (size_t i = 0; i + 64 <= len; i += 64)
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *q = p + (size_t)j * len + i;
-            _mm_prefetch((const char *)q + 2048, _MM_HINT_T0);
-            s[j] = _mm512_xor_si512(s[j], _mm512_load_si512((const void *)q));
-        }
-    for (int j = 1; j < 8; j++) s[0] = _mm512_xor_si512(s[0], s[j]);
-    return (uint64_t)_mm512_reduce_or_epi64(s[0]);
-}
-
-__attribute__((target("avx2"))) static uint64_t read_seq_256(const uint8_t *p,
-                                                             size_t n) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
-        s0 = _mm256_xor_si256(s0, _mm256_load_si256((const void *)(p + i)));
-        s1 = _mm256_xor_si256(s1, _mm256_load_si256((const void *)(p + i + 32)));
-        s2 = _mm256_xor_si256(s2, _mm256_load_si256((const void *)(p + i + 64)));
-        s3 = _mm256_xor_si256(s3, _mm256_load_si256((const void *)(p + i + 96)));
-    }
-    s0 = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
-    return (uint64_t)_mm256_extract_epi64(s0, 0) ^
-           (uint64_t)_mm256_extract_epi64(s0, 3);
-}
-
-__attribute__((target("avx2"))) static uint64_t read_multi_256(
-    const uint8_t *p, size_t n) {
-    const size_t len = n / 8;
-    __m256i s[8];
-    for (int j = 0; j < 8; j++) s[j] = _mm256_setzero_si256();
-    for (size_t i = 0; i + 64 <= len; i += 64)
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *q = p + (size_t)j * len + i;
-            _mm_prefetch((const char *)q + 2048, _MM_HINT_T0);
-            s[j] = _mm256_xor_si256(
-                s[j], _mm256_xor_si256(_mm256_load_si256((const void *)q),
-                                       _mm256_load_si256((const void *)(q + 32))));
-        }
-    for (int j = 1; j < 8; j++) s[0] = _mm256_xor_si256(s[0], s[j]);
-    return (uint64_t)_mm256_extract_epi64(s[0], 0);
-}
-#endif
-
-static uint64_t read_scalar(const uint8_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        uint64_t v[4];
-        memcpy(v, p + i, 32);
-        s0 ^= v[0];
-        s1 ^= v[1];
-        s2 ^= v[2];
-        s3 ^= v[3];
-    }
-    return s0 ^ s1 ^ s2 ^ s3;
-}
-
-static uint64_t read_pass(const uint8_t *p, size_t n, int multi) {
-#ifdef FX_BENCH_X86
-    if (__builtin_cpu_supports("avx512f"))
-        return multi ? read_multi_512(p, n) : read_seq_512(p, n);
-    if (__builtin_cpu_supports("avx2"))
-        return multi ? read_multi_256(p, n) : read_seq_256(p, n);
-#endif
-    (void)multi;
-    return read_scalar(p, n);
-}
-
-static void read_task(void *vctx, size_t task, unsigned thread) {
-    stream_ctx *s = vctx;
-    s->sink[thread % 64] ^= read_pass(s->buf + task * s->chunk, s->chunk,
-                                      s->kernel);
-}
-
-static void triad_task(void *vctx, size_t task, unsigned thread) {
-    stream_ctx *s = vctx;
-    (void)thread;
-    const size_t per = s->n / s->n_tasks;
-    const size_t i0 = task * per, i1 = task + 1 == s->n_tasks ? s->n : i0 + per;
-    for (size_t i = i0; i < i1; i++) s->a[i] = s->b[i] + 3.0 * s->c[i];
-}
-
-/* A roofline is a ceiling: what the machine can do, which a busy shared
- * machine only ever lowers. So the fastest of the repeats counts (the
- * medians are reported next to it). */
-typedef struct timing {
-    double best, med; /* seconds */
-} timing;
-
-static timing time_pool(fx_pool *pool, fx_pool_fn fn, stream_ctx *s,
-                        size_t tasks, int reps) {
-    double t[32];
-    fx_pool_run(pool, fn, s, tasks); /* warm up: pages, caches, threads */
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        fx_pool_run(pool, fn, s, tasks);
-        t[r] = now() - t0;
-    }
-    timing tm;
-    tm.med = median(t, (size_t)reps);
-    tm.best = t[0];
-    return tm;
-}
-
-/* ---- the roofline: FLOP/s ---- */
-
-/* GFLOP/s of fx_matmul y = x W^T at M = N = K = n, W of type t: the best
- * repeat (see timing). */
-static double time_gemm(fx_kernels *kc, const float *x, const void *w,
-                        fx_wtype t, size_t n, float *y, unsigned flags,
-                        int reps) {
-    double best = 1e30;
-    fx_matmul(kc, x, n, n, w, t, n, n, y, n, flags);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        fx_matmul(kc, x, n, n, w, t, n, n, y, n, flags);
-        double dt = now() - t0;
-        if (dt < best) best = dt;
-    }
-    return 2.0 * (double)n * (double)n * (double)n / best * 1e-9;
-}
-
-static fx_wtype wtype_of(const char *name) {
-    if (!strcmp(name, "f16")) return FX_WTYPE_F16;
-    if (!strcmp(name, "bf16")) return FX_WTYPE_BF16;
-    if (!strcmp(name, "q8_0")) return FX_WTYPE_Q8_0;
-    return FX_WTYPE_F32;
-}
-
-static double run_flops(const model_cost *mc, uint64_t p0, uint64_t n,
-                        uint64_t n_logits);
-
-static int bench_roofline(const options *o, const model_cost *mc,
-                          roofline *rf) {
-    fx_alloc alloc;
-    fx_alloc_init(&alloc, NULL);
-    fx_kernels_params kp;
-    fx_kernels_params_init(&kp);
-    kp.n_threads = o->threads;
-    kp.fast_min_m = 1; /* FX_MATMUL_FAST: OpenBLAS at this M */
-    kp.fast_blas = FX_FAST_BLAS_ALWAYS;
-    fx_kernels *kc = NULL;
-    fx_error err;
-    if (fx_kernels_create(&alloc, &kp, &kc, &err) != FX_OK) {
-        fprintf(stderr, "ferrox-bench: kernels: %s\n", err.message);
-        return -1;
-    }
-    openblas_set_num_threads((int)o->threads);
-    fx_pool *pool = fx_kernels_pool(kc);
-    const int reps = 7;
-
-    /* Bandwidth: read passes over roof_mib (far beyond any L3), then a
-     * STREAM triad a = b + 3c over thirds of it. */
-    stream_ctx s;
-    memset(&s, 0, sizeof s);
-    const size_t bytes = o->roof_mib << 20;
-    void *raw = NULL;
-    if (posix_memalign(&raw, 64, bytes) != 0) {
-        fx_kernels_free(kc);
-        return -1;
-    }
-    s.buf = raw;
-    for (size_t i = 0; i < bytes; i += 8) {
-        uint64_t v = i * 0x9e3779b97f4a7c15ull;
-        memcpy(s.buf + i, &v, 8);
-    }
-    s.chunk = (size_t)4 << 20;
-    s.n_tasks = bytes / s.chunk;
-    double gbps[2], gbps_med[2];
-    for (int k = 0; k < 2; k++) {
-        s.kernel = k;
-        const timing tm = time_pool(pool, read_task, &s, s.n_tasks, reps);
-        gbps[k] = (double)(s.n_tasks * s.chunk) / tm.best * 1e-9;
-        gbps_med[k] = (double)(s.n_tasks * s.chunk) / tm.med * 1e-9;
-    }
-    s.n = bytes / 3 / sizeof(double);
-    s.a = (double *)(void *)s.buf;
-    s.b = s.a + s.n;
-    s.c = s.b + s.n;
-    for (size_t i = 0; i < s.n; i++) s.b[i] = s.c[i] = 1.0 + (double)(i & 7);
-    s.n_tasks = 64;
-    const double triad =
-        3.0 * (double)(s.n * sizeof(double)) /
-        time_pool(pool, triad_task, &s, s.n_tasks, reps).best * 1e-9;
-    free(raw);
-
-    /* FLOP/s: OpenBLAS sgemm at M = N = K = gemm_n, and our kernel on the
-     * same shape (F32, and the model's weight type). */
-    const size_t n = o->gemm_n;
-    float *x = malloc(n * n * sizeof *x), *w = malloc(n * n * sizeof *w);
-    float *y = malloc(n * n * sizeof *y);
-    const fx_wtype wt = wtype_of(mc->wtype);
-    const size_t rb = fx_wtype_row_bytes(wt, n);
-    uint8_t *wq = rb ? malloc(n * rb) : NULL;
-    int rc = (x && w && y && (wq || wt == FX_WTYPE_F32)) ? 0 : -1;
-    double sgemm = 0, ours = 0, ours_wt = 0;
-    if (rc == 0) {
-        uint64_t seed = 1;
-        for (size_t i = 0; i < n * n; i++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            x[i] = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f;
-            w[i] = (float)((seed >> 20) & 0xffff) / 32768.0f - 1.0f;
-        }
-        for (size_t r = 0; wq && r < n; r++) {
-            const float *src = w + r * n;
-            uint8_t *dst = wq + r * rb;
-            if (wt == FX_WTYPE_F16)
-                fx_f32_to_f16_row((uint16_t *)(void *)dst, src, n);
-            else if (wt == FX_WTYPE_BF16)
-                fx_f32_to_bf16_row((uint16_t *)(void *)dst, src, n);
-            else if (wt == FX_WTYPE_Q8_0)
-                fx_quantize_q8_0((fx_block_q8_0 *)(void *)dst, src, n);
-            else
-                memcpy(dst, src, rb);
-        }
-        sgemm = time_gemm(kc, x, w, FX_WTYPE_F32, n, y, FX_MATMUL_FAST, reps);
-        ours = time_gemm(kc, x, w, FX_WTYPE_F32, n, y, 0, reps);
-        ours_wt = wt == FX_WTYPE_F32 ? ours
-                                     : time_gemm(kc, x, wq, wt, n, y, 0, reps);
-    }
-    free(x);
-    free(w);
-    free(y);
-    free(wq);
-    const fx_isa isa = fx_kernels_isa(kc);
-    fx_kernels_free(kc);
-    /* What the batcher's fast mode does with this OpenBLAS. */
-    fx_kernels_params_init(&kp);
-    kp.n_threads = 1;
-    bool fast_blas = false;
-    if (fx_kernels_create(&alloc, &kp, &kc, &err) == FX_OK) {
-        fast_blas = fx_kernels_fast_uses_blas(kc);
-        fx_kernels_free(kc);
-    }
-    if (rc != 0) return rc;
-
-    /* The peak: the faster of the two F32 GEMMs measured (an OpenBLAS
-     * older than the CPU may run kernels a generation behind). */
-    rf->bw_gbps = o->bw_gbps > 0 ? o->bw_gbps
-                                 : (gbps[0] > gbps[1] ? gbps[0] : gbps[1]);
-    rf->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops
-                                         : (sgemm > ours ? sgemm : ours);
-    printf("{\"phase\":\"roofline\",\"rows\":0,\"threads\":%u,"
-           "\"weight_type\":\"%s\",\"mode\":\"-\",\"bandwidth_gbps\":%.2f,"
-           "\"read_seq_gbps\":%.2f,\"read_multi_gbps\":%.2f,"
-           "\"read_seq_gbps_median\":%.2f,\"read_multi_gbps_median\":%.2f,"
-           "\"triad_gbps\":%.2f,\"buffer_mib\":%zu,\"peak_gflops\":%.2f,"
-           "\"sgemm_gflops\":%.2f,\"kernel_gflops\":%.2f,"
-           "\"kernel_wtype_gflops\":%.2f,\"gemm_mnk\":%zu,"
-           "\"openblas_core\":\"%s\",\"fast_uses_openblas\":%s,"
-           "\"isa\":\"%s\",\"weight_bytes_per_step\":%llu,"
-           "\"flops_per_token\":%.0f,\"decode_bound_steps_per_s\":%.2f,"
-           "\"load1\":%.2f}\n",
-           o->threads, mc->wtype, rf->bw_gbps, gbps[0], gbps[1], gbps_med[0],
-           gbps_med[1], triad, o->roof_mib, rf->peak_gflops, sgemm, ours,
-           ours_wt, n, openblas_get_corename(), fast_blas ? "true" : "false",
-           isa == FX_ISA_AVX512 ? "avx512" : isa == FX_ISA_AVX2 ? "avx2"
-                                                                : "portable",
-           (unsigned long long)mc->step_bytes, run_flops(mc, 0, 1, 1),
-           rf->bw_gbps * 1e9 / (double)mc->step_bytes, load1());
-    fflush(stdout);
-    return 0;
 }
 
 /* ---- the model through the batcher ---- */
@@ -447,8 +85,8 @@ static int drain(fx_batcher *b, fx_usage *usage) {
 /* FLOPs of running tokens at positions p0 .. p0 + n - 1 of one sequence
  * with n_logits logits rows: the layers' matmuls, attention's q.k and p.v
  * over positions 0..t for each token t, the output matmul. */
-static double run_flops(const model_cost *mc, uint64_t p0, uint64_t n,
-                        uint64_t n_logits) {
+double run_flops(const model_cost *mc, uint64_t p0, uint64_t n,
+                 uint64_t n_logits) {
     const double pos_sum =
         (double)n * (double)p0 + (double)n * (double)(n + 1) / 2;
     return 2.0 * (double)n * (double)mc->layer_params +
@@ -458,7 +96,9 @@ static double run_flops(const model_cost *mc, uint64_t p0, uint64_t n,
 
 typedef struct result {
     double tps[2][64];      /* [mode][repeat] */
-    double flops_per_token; /* for the FLOP fraction */
+    /* The read bandwidth measured right around that repeat (decode with
+     * a probe; else 0): the better of the probes before and after it. */
+    double bw[2][64];
 } result;
 
 /* One line per mode. value: tokens/s (or seconds when field is
@@ -467,7 +107,7 @@ typedef struct result {
 static void report(const char *phase, uint32_t rows, const options *o,
                    const model_cost *mc, const roofline *rf, const char *field,
                    double (*v)[64], double flops_per_unit, double bytes_per_token,
-                   const char *extra) {
+                   const double (*bw)[64], const char *extra) {
     for (int i = 0; i < o->n_modes; i++) {
         const int mode = o->modes[i];
         double sorted[64];
@@ -480,13 +120,26 @@ static void report(const char *phase, uint32_t rows, const options *o,
         const double per_s = is_time ? 1.0 / med : med;
         const double gflops = flops_per_unit * per_s * 1e-9;
         const double gbps = bytes_per_token * per_s * 1e-9;
-        char frac[160] = "";
+        char frac[256] = "";
         if (rf->bw_gbps > 0 && rf->peak_gflops > 0)
             snprintf(frac, sizeof frac,
                      ",\"roofline_fraction\":%.4f,\"flop_fraction\":%.4f",
                      bytes_per_token > 0 ? gbps / rf->bw_gbps
                                          : gflops / rf->peak_gflops,
                      gflops / rf->peak_gflops);
+        if (bw && bytes_per_token > 0 && bw[mode][0] > 0) {
+            /* Each repeat against the bandwidth of its own moment. */
+            double q[64], b[64];
+            for (uint32_t r = 0; r < o->repeats; r++) {
+                q[r] = v[mode][r] * bytes_per_token * 1e-9 / bw[mode][r];
+                b[r] = bw[mode][r];
+            }
+            const size_t len = strlen(frac);
+            snprintf(frac + len, sizeof frac - len,
+                     ",\"paired_bandwidth_gbps\":%.2f,"
+                     "\"roofline_fraction_paired\":%.4f",
+                     median(b, o->repeats), median(q, o->repeats));
+        }
         char ratio[64] = "";
         if (o->n_modes == 2 && mode == MODE_FAST) {
             /* Paired: repeat r of both modes ran back to back. */
@@ -537,7 +190,7 @@ static int bench_prefill(fx_model *m, const options *o, const model_cost *mc,
         snprintf(extra, sizeof extra, ",\"prompt_tokens\":%u", o->prompt_tokens);
         report("prefill", 1, o, mc, rf, "tokens_per_s", res->tps,
                run_flops(mc, 0, o->prompt_tokens, 1) / o->prompt_tokens, 0,
-               extra);
+               NULL, extra);
     }
     fx_batcher_free(b[0]);
     fx_batcher_free(b[1]);
@@ -547,7 +200,8 @@ static int bench_prefill(fx_model *m, const options *o, const model_cost *mc,
 }
 
 static int bench_decode(fx_model *m, const options *o, uint32_t rows,
-                        const model_cost *mc, const roofline *rf) {
+                        const model_cost *mc, const roofline *rf,
+                        bw_probe *probe) {
     enum { PROMPT = 8 };
     result *res = calloc(1, sizeof *res);
     fx_batcher *b[2] = {NULL, NULL};
@@ -556,6 +210,7 @@ static int bench_decode(fx_model *m, const options *o, uint32_t rows,
         if (!(b[o->modes[i]] = make(m, o, o->modes[i], rows, rows * PROMPT,
                                     PROMPT + o->gen_tokens + 8)))
             rc = -1;
+    double bw_before = probe ? bw_probe_measure(probe) : 0;
     for (uint32_t r = 0; rc == 0 && r < o->repeats; r++) {
         for (int mi = 0; rc == 0 && mi < o->n_modes; mi++) {
             const int mode = o->modes[mi];
@@ -579,6 +234,11 @@ static int bench_decode(fx_model *m, const options *o, uint32_t rows,
             /* Every row generates gen_tokens; the first came from prefill. */
             if (rc == 0)
                 res->tps[mode][r] = (double)rows * (o->gen_tokens - 1) / t;
+            if (probe) {
+                const double bw_after = bw_probe_measure(probe);
+                res->bw[mode][r] = bw_before > bw_after ? bw_before : bw_after;
+                bw_before = bw_after;
+            }
         }
     }
     if (rc == 0) {
@@ -590,7 +250,8 @@ static int bench_decode(fx_model *m, const options *o, uint32_t rows,
         char extra[64];
         snprintf(extra, sizeof extra, ",\"gen_tokens\":%u", o->gen_tokens);
         report("decode", rows, o, mc, rf, "tokens_per_s", res->tps, flops,
-               (double)mc->step_bytes / rows, extra);
+               (double)mc->step_bytes / rows, (const double(*)[64])res->bw,
+               extra);
     }
     fx_batcher_free(b[0]);
     fx_batcher_free(b[1]);
@@ -632,7 +293,7 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
         char extra[64];
         snprintf(extra, sizeof extra, ",\"prefix_tokens\":%u", o->prefix_tokens);
         report("ttft_cold", 1, o, mc, rf, "seconds", cold->tps,
-               run_flops(mc, 0, n, 1), 0, extra);
+               run_flops(mc, 0, n, 1), 0, NULL, extra);
         /* Warm: the cache holds whole KV blocks of the prefix; the rest
          * is computed. */
         fx_batcher_params p;
@@ -640,7 +301,7 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
         const uint32_t bt = p.block_tokens ? p.block_tokens : 16;
         const uint32_t cached = o->prefix_tokens / bt * bt;
         report("ttft_warm", 1, o, mc, rf, "seconds", warm->tps,
-               run_flops(mc, cached, n - cached, 1), 0, extra);
+               run_flops(mc, cached, n - cached, 1), 0, NULL, extra);
     }
     free(ids);
     free(cold);
@@ -735,6 +396,12 @@ static int usage(FILE *f) {
 "                     its rows: (tokens_per_s / rows) * bytes / bandwidth;\n"
 "                     prefill and ttft: FLOP/s achieved / peak_gflops\n"
 "  flop_fraction      every phase: FLOP/s achieved / peak_gflops\n"
+"  roofline_fraction_paired  decode: the same, each repeat against the\n"
+"                     read bandwidth measured right before and after it\n"
+"                     (the better of the two; median over repeats), for\n"
+"                     machines whose bandwidth drifts (shared VMs: 30-66\n"
+"                     GB/s within minutes); paired_bandwidth_gbps is the\n"
+"                     median of those bandwidths\n"
 "FLOPs per token = 2 * (matrix elements of the layers) + attention\n"
 "(4 * layers * heads * head_dim * positions attended); the output matrix\n"
 "(2 * its elements) once per logits row: every decode token, once per\n"
@@ -836,8 +503,11 @@ int main(int argc, char **argv) {
     int rc = warm_up(m, &o, &mc);
     if (o.roofline) rc |= bench_roofline(&o, &mc, &rf);
     if (o.prefill) rc |= bench_prefill(m, &o, &mc, &rf);
+    /* No probe when the bandwidth is given: the fractions use that. */
+    bw_probe *probe = o.decode && o.bw_gbps <= 0 ? bw_probe_create(&o) : NULL;
     for (size_t i = 0; o.decode && i < o.n_rows; i++)
-        rc |= bench_decode(m, &o, o.rows[i], &mc, &rf);
+        rc |= bench_decode(m, &o, o.rows[i], &mc, &rf, probe);
+    bw_probe_free(probe);
     if (o.ttft) rc |= bench_ttft(m, &o, &mc, &rf);
     fx_model_free(m);
     return rc ? 1 : 0;

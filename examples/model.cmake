@@ -12,6 +12,15 @@ fx_add_internal_tool(ferrox-mkmodel ferrox-mkmodel.c
                      ${PROJECT_SOURCE_DIR}/tests/support/gguf_writer.c)
 
 # The benchmark drives the batcher through the public API, and for its
-# roofline phase times the matmul kernels and OpenBLAS sgemm (linked through
-# the static library) on the same threads.
-fx_add_internal_tool(ferrox-bench ferrox-bench.c)
+# roofline phase times the matmul kernels and OpenBLAS sgemm on the same
+# threads. It sets OpenBLAS's thread count and reports its kernels, so it
+# links OpenBLAS itself (the library only loads it, for the fast mode).
+fx_add_internal_tool(ferrox-bench ferrox-bench.c bench_roofline.c)
+find_package(PkgConfig QUIET)
+pkg_check_modules(FX_BENCH_OPENBLAS QUIET openblas)
+if(FX_BENCH_OPENBLAS_FOUND)
+  target_link_libraries(ferrox-bench PRIVATE ${FX_BENCH_OPENBLAS_LINK_LIBRARIES})
+else()
+  find_library(FX_BENCH_OPENBLAS_LIBRARY openblas REQUIRED)
+  target_link_libraries(ferrox-bench PRIVATE ${FX_BENCH_OPENBLAS_LIBRARY})
+endif()

@@ -15,10 +15,10 @@
  * Threads: the library never starts a thread unless a call's parameters ask
  * for more than one. Unless a function says otherwise, calls on one handle
  * must not overlap; calls on different handles are independent. Nothing is
- * global: every piece of state hangs off a handle. (OpenBLAS, which the
- * library links for FX_BATCHER_FAST, is the exception: its pthreads build
- * starts its own worker threads when it is loaded, OPENBLAS_NUM_THREADS of
- * them, whether or not FX_BATCHER_FAST is ever used.)
+ * global: every piece of state hangs off a handle. (One opt-in exception:
+ * a batcher created with FX_BATCHER_FAST loads OpenBLAS, whose pthreads
+ * build runs OPENBLAS_NUM_THREADS worker threads of its own until the last
+ * such batcher is freed. The library does not link OpenBLAS otherwise.)
  *
  * Ownership, everywhere in this header:
  * - Pointers the caller passes in (paths, prompts, stop strings, grammars,
@@ -1142,10 +1142,12 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
 #define FX_BATCHER_NO_PREFIX_CACHE 0x1u /**< never adopt or publish
                                            prefixes (leases are then never
                                            pinned) */
-#define FX_BATCHER_FAST 0x2u /**< large F32 matmuls on OpenBLAS: faster
-                                prefill, but a row's last bits (and so its
-                                tokens) may depend on the batch. OpenBLAS
-                                runs on its own threads
+#define FX_BATCHER_FAST 0x2u /**< large F32 matmuls on OpenBLAS (loaded
+                                by fx_batcher_create; without it, or where
+                                our kernels are faster, nothing changes):
+                                faster prefill, but a row's last bits (and
+                                so its tokens) may depend on the batch.
+                                OpenBLAS runs on its own threads
                                 (OPENBLAS_NUM_THREADS), besides n_threads */
 
 /** How to make a batcher; prepare with fx_batcher_params_init. */

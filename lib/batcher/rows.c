@@ -422,6 +422,10 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
             FX_OK ||
         (st = fx_kv_create(&alloc, model->hp, &kvp, &b->kv, err)) != FX_OK)
         goto fail;
+    /* A fast batcher loads OpenBLAS (and so starts its threads) now, not
+     * in its first large step: fx_step neither allocates nor starts
+     * threads. Whether it is then used does not matter here. */
+    if (p.flags & FX_BATCHER_FAST) (void)fx_kernels_fast_uses_blas(b->kc);
 
     b->piece_cap = FX_VOCAB_MAX_TOKEN_LEN;
     b->batch = fx_malloc_array(&alloc, p.max_step_tokens, sizeof *b->batch);

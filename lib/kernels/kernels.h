@@ -114,7 +114,19 @@ typedef enum fx_isa {
                             form); FX_ERR_UNSUPPORTED if absent */
 } fx_isa;
 
-/* Where FX_MATMUL_FAST hands F32 matmuls to OpenBLAS. */
+/* Where FX_MATMUL_FAST hands F32 matmuls to OpenBLAS.
+ *
+ * OpenBLAS is not linked: a context loads it (dlopen "libopenblas.so.0",
+ * else "libopenblas.so"; Debian: libopenblas0-pthread) at its first
+ * FX_MATMUL_FAST call with F32 weights and M >= fast_min_m, or at
+ * fx_kernels_fast_uses_blas, never at create, so a context that is never
+ * given the flag starts no OpenBLAS thread. Its pthreads build starts its
+ * workers then (OPENBLAS_NUM_THREADS of them, besides n_threads) and, once
+ * the last context holding it is freed, is unloaded and joins them; its
+ * OpenMP build, whose threads cannot be stopped, stays loaded (matmul.c).
+ * Where AUTO decides OpenBLAS would not be faster it is closed at once.
+ * If OpenBLAS cannot be loaded, or lacks cblas_sgemm, the fast flag
+ * silently computes the deterministic bits: no error, no message. */
 typedef enum fx_fast_blas {
     /* Only where OpenBLAS is expected to be faster than the deterministic
      * kernel: when this context has no AVX-512 path, or OpenBLAS runs its
@@ -149,22 +161,27 @@ fx_isa fx_kernels_isa(const fx_kernels *kc);
 /* The context's pool, for other per-step work (attention) to share. */
 fx_pool *fx_kernels_pool(fx_kernels *kc);
 /* Whether FX_MATMUL_FAST reaches OpenBLAS in this context (see
- * fx_fast_blas); when false it computes exactly the deterministic bits. */
-bool fx_kernels_fast_uses_blas(const fx_kernels *kc);
+ * fx_fast_blas); when false it computes exactly the deterministic bits.
+ * Loads OpenBLAS if the context has not tried yet (as a fast matmul
+ * would), so it is not const, and is called like fx_matmul: one thread at
+ * a time per context. */
+bool fx_kernels_fast_uses_blas(fx_kernels *kc);
 
 /* ---- matmul ---- */
 
 /* Opt out of batch invariance: F32 weights with M >= fast_min_m go to
  * OpenBLAS cblas_sgemm (its own threads, OPENBLAS_NUM_THREADS) where
- * fx_kernels_params.fast_blas says so. A row's result then changes in the
- * last bits with M and the thread count. Other weight types ignore the
- * flag. */
+ * fx_kernels_params.fast_blas says so and OpenBLAS can be loaded (the
+ * first such call loads it: fx_fast_blas). A row's result then changes in
+ * the last bits with M and the thread count. Other weight types ignore
+ * the flag. */
 #define FX_MATMUL_FAST 0x1u
 
 /* y[m][n] (row stride ldy) = sum_k x[m][k] (row stride ldx) * w[n][k], for
  * m < M, n < N, k < K, in the order at the top of this file. w holds N rows
  * of fx_wtype_row_bytes(wtype, K) bytes each, as GGUF stores a [K, N]
- * tensor. No allocation; safe to call from one thread at a time per
+ * tensor. No allocation (but the loader's, when a first FX_MATMUL_FAST
+ * call loads OpenBLAS); safe to call from one thread at a time per
  * context. y must not overlap x or w. FX_ERR_TOO_LARGE: a Q8_0 K too long
  * for the context's activation buffer (K > ~1.9 million). */
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,

@@ -4,10 +4,26 @@
  */
 #include "matmul_impl.h"
 
-#include <cblas.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
+
+/* cblas_sgemm, declared here instead of including cblas.h: the library is
+ * built without OpenBLAS. blasint is int in libopenblas.so.0 (the 64-bit
+ * integer build is another library, libopenblas64, not loaded); the enum
+ * parameters are the standard CBLAS values, passed as int. */
+typedef void (*fx_sgemm_fn)(int order, int trans_a, int trans_b, int m,
+                            int n, int k, float alpha, const float *a,
+                            int lda, const float *b, int ldb, float beta,
+                            float *c, int ldc);
+enum {
+    FX_CBLAS_ROW_MAJOR = 101, /* CblasRowMajor */
+    FX_CBLAS_NO_TRANS = 111,  /* CblasNoTrans */
+    FX_CBLAS_TRANS = 112      /* CblasTrans */
+};
+
+enum { BLAS_UNTRIED = 0, BLAS_ON, BLAS_OFF };
 
 struct fx_kernels {
     fx_alloc alloc;
@@ -17,7 +33,12 @@ struct fx_kernels {
     fx_xq_fn quantize;     /* Q8_0 activations */
     fx_pool *pool;
     size_t fast_min_m;
-    bool fast_blas;        /* FX_MATMUL_FAST may use OpenBLAS */
+    fx_fast_blas fast_mode;
+    /* OpenBLAS for FX_MATMUL_FAST, loaded at the first fast call that it
+     * could take (blas_ready): */
+    int blas;              /* BLAS_UNTRIED, BLAS_ON or BLAS_OFF */
+    void *blas_lib;        /* this context's dlopen handle, or NULL */
+    fx_sgemm_fn sgemm;     /* cblas_sgemm in it (BLAS_ON) */
     void *scratch_raw;     /* what fx_malloc returned */
     float *scratch;        /* [n_threads][FX_MM_SCRATCH_FLOATS], 64-aligned */
     void *xq_raw;
@@ -115,12 +136,25 @@ void fx_kernels_params_init(fx_kernels_params *p) {
     p->fast_blas = FX_FAST_BLAS_AUTO;
 }
 
-/* OpenBLAS's own name for the kernels it picked at load time. */
-char *openblas_get_corename(void);
+/* ---- OpenBLAS, loaded only for FX_MATMUL_FAST ----
+ * libferrox does not link OpenBLAS: its pthreads build starts its worker
+ * threads as soon as it is loaded, and the library starts no thread the
+ * host did not ask for. A context loads it at its first FX_MATMUL_FAST
+ * call that OpenBLAS could take (F32 weights, M >= fast_min_m), or when
+ * asked fx_kernels_fast_uses_blas, with a dlopen handle of its own -- the
+ * loader counts the references, contexts share one copy, nothing here is
+ * global -- and closes the handle in fx_kernels_free. A batcher with
+ * FX_BATCHER_FAST asks at create (so no step loads it); one without never
+ * passes the flag, so never loads it. */
 
-/* Whether OpenBLAS runs AVX-512 sgemm kernels (see fx_fast_blas). */
-static bool blas_has_avx512(void) {
-    const char *core = openblas_get_corename();
+static const char *const blas_sonames[] = {
+    "libopenblas.so.0", /* run time (Debian: libopenblas0-pthread) */
+    "libopenblas.so"    /* a build with only the development link */
+};
+
+/* Whether OpenBLAS runs AVX-512 sgemm kernels (see fx_fast_blas), by its
+ * own name for the kernels it picked at load time. */
+static bool blas_has_avx512(const char *core) {
     static const char *const avx512_cores[] = {"skylakex", "cooperlake",
                                                "sapphirerapids"};
     if (!core) return false;
@@ -130,6 +164,68 @@ static bool blas_has_avx512(void) {
         if (!*a && !*b) return true;
     }
     return false;
+}
+
+/* Loads OpenBLAS once per context and decides whether the fast mode uses
+ * it. Any failure (not installed, a symbol missing) leaves BLAS_OFF: the
+ * fast flag then computes the deterministic bits, as documented. */
+static void blas_load(fx_kernels *kc) {
+    kc->blas = BLAS_OFF;
+    void *lib = NULL;
+    const char *name = NULL;
+    for (size_t i = 0; !lib && i < sizeof blas_sonames / sizeof *blas_sonames;
+         i++) {
+        name = blas_sonames[i];
+        lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!lib) {
+        (void)dlerror(); /* leave no message of ours for the host to read */
+        return;
+    }
+    /* Unloading. Closing the last handle runs OpenBLAS's destructor
+     * (gotoblas_quit -> blas_shutdown -> blas_thread_shutdown_), which in
+     * its pthreads build wakes and pthread_joins every worker before the
+     * loader unmaps the code they run, so the threads go with the last
+     * context that used them (checked: load, sgemm on several threads,
+     * unload, a few hundred times, also under ASan; tests/
+     * test_no_threads.c). The serial build has no threads. The OpenMP
+     * build's workers are libgomp's, which joins nothing when it is
+     * unloaded: a worker spinning or parked in unmapped code would crash
+     * the process. So that build, or one that cannot say which it is, is
+     * pinned (RTLD_NODELETE, set on the loaded object through
+     * RTLD_NOLOAD): it then stays loaded, with its threads, for the life
+     * of the process -- the safe side. If even that fails, our reference
+     * is kept and never closed, to the same effect. */
+    int (*parallel)(void) = (int (*)(void))dlsym(lib, "openblas_get_parallel");
+    const int kind = parallel ? parallel() : -1; /* 0 serial, 1 pthreads */
+    bool keep = false;
+    if (kind != 0 && kind != 1) {
+        void *pin = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD |
+                                     RTLD_NODELETE);
+        if (pin) dlclose(pin); /* the flag stays on the object */
+        else keep = true;
+    }
+    fx_sgemm_fn sgemm = (fx_sgemm_fn)dlsym(lib, "cblas_sgemm");
+    char *(*corename)(void) =
+        (char *(*)(void))dlsym(lib, "openblas_get_corename");
+    const bool use = sgemm && (kc->fast_mode == FX_FAST_BLAS_ALWAYS ||
+                               kc->isa != FX_ISA_AVX512 ||
+                               (corename && blas_has_avx512(corename())));
+    (void)dlerror();
+    if (!use) {
+        /* Not faster here: do not keep it (nor its threads) loaded. */
+        if (!keep) dlclose(lib);
+        return;
+    }
+    kc->blas_lib = keep ? NULL : lib;
+    kc->sgemm = sgemm;
+    kc->blas = BLAS_ON;
+}
+
+/* Whether FX_MATMUL_FAST reaches OpenBLAS, loading it on first use. */
+static bool blas_ready(fx_kernels *kc) {
+    if (kc->blas == BLAS_UNTRIED) blas_load(kc);
+    return kc->blas == BLAS_ON;
 }
 
 fx_status fx_kernels_create(const fx_alloc *alloc,
@@ -177,8 +273,7 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->alloc = *alloc;
     kc->isa = isa;
     kc->fast_min_m = p.fast_min_m;
-    kc->fast_blas = p.fast_blas == FX_FAST_BLAS_ALWAYS ||
-                    isa != FX_ISA_AVX512 || blas_has_avx512();
+    kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
      * at every M: measured on the 246M model's decode shapes (AVX2 and
@@ -243,6 +338,9 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
 void fx_kernels_free(fx_kernels *kc) {
     if (!kc) return;
     fx_pool_free(kc->pool);
+    /* OpenBLAS goes (joining its threads) with the last handle: blas_load
+     * says why that is safe, and which builds are pinned instead. */
+    if (kc->blas_lib) dlclose(kc->blas_lib);
     fx_alloc alloc = kc->alloc;
     fx_free(&alloc, kc->xq_raw);
     fx_free(&alloc, kc->scratch_raw);
@@ -255,8 +353,8 @@ fx_isa fx_kernels_isa(const fx_kernels *kc) {
 
 fx_pool *fx_kernels_pool(fx_kernels *kc) { return kc ? kc->pool : NULL; }
 
-bool fx_kernels_fast_uses_blas(const fx_kernels *kc) {
-    return kc && kc->fast_blas;
+bool fx_kernels_fast_uses_blas(fx_kernels *kc) {
+    return kc && blas_ready(kc);
 }
 
 /* ---- dispatch ---- */
@@ -342,15 +440,15 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
     for (size_t i = 0; i < n_outs; i++) {
         const fx_mm_out *o = &outs[i];
         if (o->n == 0) continue;
-        if ((flags & FX_MATMUL_FAST) && kc->fast_blas &&
-            o->wtype == FX_WTYPE_F32 && m >= kc->fast_min_m && fits_int(m) &&
-            fits_int(o->n) && fits_int(k) && fits_int(ldx) &&
-            fits_int(o->ldy)) {
+        if ((flags & FX_MATMUL_FAST) && o->wtype == FX_WTYPE_F32 &&
+            m >= kc->fast_min_m && fits_int(m) && fits_int(o->n) &&
+            fits_int(k) && fits_int(ldx) && fits_int(o->ldy) &&
+            blas_ready(kc)) {
             /* Not batch-invariant: OpenBLAS picks its blocking and thread
              * split from M, so a row's bits depend on its batch. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m,
-                        (int)o->n, (int)k, 1.0f, x, (int)ldx,
-                        (const float *)o->w, (int)k, 0.0f, o->y, (int)o->ldy);
+            kc->sgemm(FX_CBLAS_ROW_MAJOR, FX_CBLAS_NO_TRANS, FX_CBLAS_TRANS,
+                      (int)m, (int)o->n, (int)k, 1.0f, x, (int)ldx,
+                      (const float *)o->w, (int)k, 0.0f, o->y, (int)o->ldy);
             continue;
         }
         const size_t j = run.n_jobs++;

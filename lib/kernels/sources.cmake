@@ -1,6 +1,6 @@
 # Tensor kernels: matmul (portable, AVX2 or AVX-512 chosen at run time), per-row ops,
-# number formats, the thread pool. OpenBLAS backs only the opt-in
-# FX_MATMUL_FAST mode (see kernels.h).
+# number formats, the thread pool. OpenBLAS, loaded at run time, backs only
+# the opt-in FX_MATMUL_FAST mode (see kernels.h).
 set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/convert.c
   ${CMAKE_CURRENT_LIST_DIR}/cpu.c
@@ -25,27 +25,16 @@ if(CMAKE_THREAD_LIBS_INIT)
   list(APPEND FX_PC_LIBS_PRIVATE ${CMAKE_THREAD_LIBS_INIT})
 endif()
 
-# OpenBLAS: through pkg-config where it has a .pc (Debian puts the headers
-# in a flavour directory), else find_library/find_path.
-find_package(PkgConfig QUIET)
-if(PKG_CONFIG_FOUND)
-  pkg_check_modules(FX_OPENBLAS QUIET openblas)
-endif()
-if(FX_OPENBLAS_FOUND)
-  set(_fx_openblas_libs ${FX_OPENBLAS_LINK_LIBRARIES})
-  set(_fx_openblas_incs ${FX_OPENBLAS_INCLUDE_DIRS})
-  list(APPEND FX_PC_REQUIRES_PRIVATE openblas)
-else()
-  find_library(FX_OPENBLAS_LIBRARY openblas REQUIRED)
-  find_path(FX_CBLAS_INCLUDE_DIR cblas.h
-            PATH_SUFFIXES openblas openblas-pthread REQUIRED)
-  set(_fx_openblas_libs ${FX_OPENBLAS_LIBRARY})
-  set(_fx_openblas_incs ${FX_CBLAS_INCLUDE_DIR})
-  list(APPEND FX_PC_LIBS_PRIVATE -lopenblas)
-endif()
-list(APPEND FX_PRIVATE_LIBS ${_fx_openblas_libs})
-# Only matmul.c includes cblas.h; keep the include path to it.
-if(_fx_openblas_incs)
-  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/matmul.c APPEND PROPERTY
-    INCLUDE_DIRECTORIES ${_fx_openblas_incs})
+# OpenBLAS is not linked: matmul.c dlopens it ("libopenblas.so.0") the
+# first time a context's FX_MATMUL_FAST could use it, so a host that never
+# asks for the fast mode never gets OpenBLAS's thread pool (kernels.h,
+# fx_fast_blas). It is a run-time dependency of the fast mode only
+# (libopenblas0-pthread; libopenblas-dev also provides it); without it the
+# fast mode runs the deterministic kernels. The loader needs libdl (part
+# of libc since glibc 2.34; CMAKE_DL_LIBS still names it for older ones).
+if(CMAKE_DL_LIBS)
+  list(APPEND FX_PRIVATE_LIBS ${CMAKE_DL_LIBS})
+  foreach(_fx_dl IN LISTS CMAKE_DL_LIBS)
+    list(APPEND FX_PC_LIBS_PRIVATE -l${_fx_dl})
+  endforeach()
 endif()
