@@ -96,6 +96,9 @@ fx_status fx_pool_create(const fx_alloc *alloc, unsigned n_threads,
                          fx_pool **out, fx_error *err);
 void fx_pool_free(fx_pool *pool);
 unsigned fx_pool_threads(const fx_pool *pool);
+/* How many waits (a worker's for a run, the caller's for the end of one)
+ * have ended in a sleep since create: each costs a wake-up. */
+uint64_t fx_pool_sleeps(const fx_pool *pool);
 /* Runs fn for every task, the caller taking tasks too, and returns when all
  * are done. Not reentrant: a run from inside fn returns FX_ERR_INVALID_ARG.
  * One caller at a time. */

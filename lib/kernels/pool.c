@@ -42,10 +42,19 @@
 #define FX_POOL_SPIN_MAX_NS 100000u
 
 /* One waiting thread's poll budget. After a wait that ended in sleep: if
- * the event came soon after (within the budget again), polling a little
- * longer would have saved the sleep and wake, so the budget doubles; if it
- * came much later, the poll was wasted, so it halves. Waits that the poll
- * covers leave it alone. Owned by one thread; no atomics needed. */
+ * the event came within half the maximum budget, polling until then would
+ * have been cheaper than the sleep and wake (15-50 us here), so the budget
+ * grows to twice that gap; if it came later, the poll was wasted, so the
+ * budget halves. Waits that the poll covers leave it alone. Owned by one
+ * thread; no atomics needed.
+ *
+ * "When the event came" is the time its producer stamped on it (a run's
+ * publication, a run's last task done), not when the sleeper woke up, and
+ * the budget grows to the gap, not by doubling against it. The first
+ * version did both the other way: with the wake included every wait
+ * looked long, and gaps of 3-10 us never fit twice a 1 us budget, so the
+ * budget sat at its minimum and most runs of a decode step paid a sleep
+ * and a wake (tests/test_kernels_ops.c counts the sleeps). */
 typedef struct spin {
     uint64_t ns;
 } spin;
@@ -78,6 +87,11 @@ struct fx_pool {
     atomic_uint_fast64_t generation; /* bumped once per run */
     atomic_size_t next_task;
     atomic_uint pending;     /* workers not yet finished with this run */
+    /* When the current run was published, and when its last worker
+     * finished (ns, now_ns): what a sleeper adapts its budget to. */
+    atomic_uint_fast64_t published_ns;
+    atomic_uint_fast64_t finished_ns;
+    atomic_uint_fast64_t sleeps; /* waits that ended in a sleep */
     atomic_bool stop;
     atomic_bool running;     /* catches a run from inside fn */
 };
@@ -110,16 +124,18 @@ static bool spin_until(const fx_pool *pool, const spin *sp, uint64_t *start,
     }
 }
 
-/* After a wait that slept: adapt the budget (see struct spin). */
-static void spin_adapt(spin *sp, uint64_t start) {
-    const uint64_t waited = now_ns() - start;
-    if (waited < 2 * sp->ns) {
-        sp->ns *= 2;
-        if (sp->ns > FX_POOL_SPIN_MAX_NS) sp->ns = FX_POOL_SPIN_MAX_NS;
+/* After a wait that slept: adapt the budget to when the awaited event
+ * happened (see struct spin). */
+static void spin_adapt(spin *sp, uint64_t start, uint64_t event_ns) {
+    if (event_ns <= start) return; /* a stop, or stamped before the wait */
+    const uint64_t gap = event_ns - start;
+    if (gap <= FX_POOL_SPIN_MAX_NS / 2) {
+        if (2 * gap > sp->ns) sp->ns = 2 * gap;
     } else {
         sp->ns /= 2;
-        if (sp->ns < FX_POOL_SPIN_MIN_NS) sp->ns = FX_POOL_SPIN_MIN_NS;
     }
+    if (sp->ns < FX_POOL_SPIN_MIN_NS) sp->ns = FX_POOL_SPIN_MIN_NS;
+    if (sp->ns > FX_POOL_SPIN_MAX_NS) sp->ns = FX_POOL_SPIN_MAX_NS;
 }
 
 static bool new_run(const fx_pool *pool, uint64_t seen) {
@@ -144,16 +160,20 @@ static void *worker_main(void *arg) {
              * caller sees a sleeper and broadcasts under the lock. */
             pthread_mutex_lock(&pool->mu);
             atomic_fetch_add(&pool->sleepers, 1);
+            atomic_fetch_add(&pool->sleeps, 1);
             while (!new_run(pool, seen)) pthread_cond_wait(&pool->wake, &pool->mu);
             atomic_fetch_sub(&pool->sleepers, 1);
             pthread_mutex_unlock(&pool->mu);
-            spin_adapt(&sp, start);
+            spin_adapt(&sp, start, atomic_load(&pool->published_ns));
         }
         if (atomic_load(&pool->stop)) break;
         seen = atomic_load(&pool->generation);
         run_tasks(pool, pool->fn, pool->ctx, pool->n_tasks, self->index);
         /* The same pairing for the end of a run: the caller raises
-         * caller_sleeping before checking pending under the lock. */
+         * caller_sleeping before checking pending under the lock. The
+         * time is stamped before pending can reach 0, so a caller that
+         * sees 0 also sees it. */
+        atomic_store(&pool->finished_ns, now_ns());
         if (atomic_fetch_sub(&pool->pending, 1) == 1 &&
             atomic_load(&pool->caller_sleeping)) {
             pthread_mutex_lock(&pool->mu);
@@ -190,6 +210,9 @@ fx_status fx_pool_create(const fx_alloc *alloc, unsigned n_threads,
     atomic_init(&pool->generation, 0);
     atomic_init(&pool->next_task, 0);
     atomic_init(&pool->pending, 0);
+    atomic_init(&pool->published_ns, 0);
+    atomic_init(&pool->finished_ns, 0);
+    atomic_init(&pool->sleeps, 0);
     atomic_init(&pool->stop, false);
     atomic_init(&pool->running, false);
     if (n_threads > 1) {
@@ -247,6 +270,10 @@ unsigned fx_pool_threads(const fx_pool *pool) {
     return pool ? pool->n_threads : 0;
 }
 
+uint64_t fx_pool_sleeps(const fx_pool *pool) {
+    return pool ? (uint64_t)atomic_load(&pool->sleeps) : 0;
+}
+
 fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
                       size_t n_tasks) {
     if (!pool || !fn) return FX_ERR_INVALID_ARG;
@@ -268,6 +295,7 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
     pool->n_tasks = n_tasks;
     atomic_store(&pool->next_task, 0);
     atomic_store(&pool->pending, pool->n_started);
+    atomic_store(&pool->published_ns, now_ns());
     atomic_fetch_add(&pool->generation, 1);
     if (atomic_load(&pool->sleepers) > 0) {
         pthread_mutex_lock(&pool->mu);
@@ -281,11 +309,13 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
     if (!spin_until(pool, &pool->caller_spin, &start, run_finished, 0)) {
         pthread_mutex_lock(&pool->mu);
         atomic_store(&pool->caller_sleeping, true);
+        atomic_fetch_add(&pool->sleeps, 1);
         while (atomic_load(&pool->pending) > 0)
             pthread_cond_wait(&pool->done, &pool->mu);
         atomic_store(&pool->caller_sleeping, false);
         pthread_mutex_unlock(&pool->mu);
-        spin_adapt(&pool->caller_spin, start);
+        spin_adapt(&pool->caller_spin, start,
+                   atomic_load(&pool->finished_ns));
     }
     atomic_store(&pool->running, false);
     return FX_OK;
