@@ -11,6 +11,7 @@
 typedef struct options {
     const char *model;
     uint32_t threads, prompt_tokens, gen_tokens, repeats, prefix_tokens;
+    uint32_t step_tokens;   /* max_step_tokens of the ttft batcher */
     uint32_t rows[16];
     size_t n_rows;
     int roofline, prefill, decode, ttft;

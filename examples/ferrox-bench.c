@@ -269,7 +269,7 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
     for (uint32_t r = 0; rc == 0 && r < o->repeats; r++) {
         for (int mi = 0; rc == 0 && mi < o->n_modes; mi++) {
             const int mode = o->modes[mi];
-            fx_batcher *b = make(m, o, mode, 1, 512, n + 8);
+            fx_batcher *b = make(m, o, mode, 1, o->step_tokens, n + 8);
             if (!b) {
                 rc = -1;
                 break;
@@ -290,8 +290,9 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
         }
     }
     if (rc == 0) {
-        char extra[64];
-        snprintf(extra, sizeof extra, ",\"prefix_tokens\":%u", o->prefix_tokens);
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"prefix_tokens\":%u,\"step_tokens\":%u",
+                 o->prefix_tokens, o->step_tokens);
         report("ttft_cold", 1, o, mc, rf, "seconds", cold->tps,
                run_flops(mc, 0, n, 1), 0, NULL, extra);
         /* Warm: the cache holds whole KV blocks of the prefix; the rest
@@ -365,7 +366,8 @@ static int usage(FILE *f) {
     fprintf(f,
 "usage: ferrox-bench --model M [--threads K] [--prompt-tokens N]\n"
 "         [--gen-tokens N] [--repeats R] [--rows 1,4,16,32]\n"
-"         [--prefix-tokens N] [--phases roofline,prefill,decode,ttft]\n"
+"         [--prefix-tokens N] [--step-tokens N]\n"
+"         [--phases roofline,prefill,decode,ttft]\n"
 "         [--mode deterministic|fast|both] [--fast]\n"
 "         [--roofline-mib N] [--gemm-n N]\n"
 "         [--bandwidth-gbps X] [--peak-gflops Y]\n"
@@ -388,7 +390,8 @@ static int usage(FILE *f) {
 "  decode     --rows rows, each generating --gen-tokens after an 8-token\n"
 "             prompt: tokens_per_s over the steps after the first token\n"
 "  ttft_cold, ttft_warm  time to first token (\"seconds\") for\n"
-"             --prefix-tokens (1000) + 16, with the prefix not cached / cached\n"
+"             --prefix-tokens (1000) + 16, with the prefix not cached / cached,\n"
+"             prefilled in steps of at most --step-tokens (512)\n"
 "Every model line has mode (deterministic, or fast = FX_BATCHER_FAST),\n"
 "load1 (1-minute load average), *_best, gflops, weight_gbps and:\n"
 "  roofline_fraction  decode: weight bytes read per second / bandwidth_gbps,\n"
@@ -438,6 +441,7 @@ int main(int argc, char **argv) {
     o.gen_tokens = 32;
     o.repeats = 3;
     o.prefix_tokens = 1000;
+    o.step_tokens = 512;
     o.rows[0] = 1;
     o.n_rows = 1;
     o.roofline = o.prefill = o.decode = o.ttft = 1;
@@ -460,6 +464,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--gen-tokens")) o.gen_tokens = (uint32_t)atoi(v);
         else if (!strcmp(a, "--repeats")) o.repeats = (uint32_t)atoi(v);
         else if (!strcmp(a, "--prefix-tokens")) o.prefix_tokens = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--step-tokens")) o.step_tokens = (uint32_t)atoi(v);
         else if (!strcmp(a, "--roofline-mib")) o.roof_mib = (size_t)atol(v);
         else if (!strcmp(a, "--gemm-n")) o.gemm_n = (size_t)atol(v);
         else if (!strcmp(a, "--bandwidth-gbps")) o.bw_gbps = atof(v);
@@ -481,7 +486,7 @@ int main(int argc, char **argv) {
     }
     if (!o.model || o.threads == 0 || o.repeats == 0 || o.repeats > 64 ||
         o.gen_tokens < 2 || o.prompt_tokens == 0 || o.roof_mib < 64 ||
-        o.gemm_n < 64 || o.gemm_n % 32 != 0)
+        o.gemm_n < 64 || o.gemm_n % 32 != 0 || o.step_tokens == 0)
         return usage(stderr);
     for (size_t i = 0; i < o.n_rows; i++)
         if (o.rows[i] == 0) return usage(stderr);
