@@ -301,6 +301,11 @@ int bench_roofline(const options *o, const model_cost *mc,
     free(w);
     free(y);
     free(wq);
+    /* OpenBLAS's workers keep polling (sched_yield) for a while after a
+     * call; let them park before the model phases time anything (the
+     * first deterministic prefill came out 10% slow without this). */
+    struct timespec park = {0, 500 * 1000 * 1000};
+    nanosleep(&park, NULL);
     const fx_isa isa = fx_kernels_isa(kc);
     fx_kernels_free(kc);
     /* What the batcher's fast mode does with this OpenBLAS. */

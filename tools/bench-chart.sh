@@ -10,7 +10,8 @@
 #   mode, llama.cpp's figures as open points;
 #   prefill tokens/s, one bar per weight type and mode, llama.cpp's next
 #   to them;
-#   roofline_fraction of decode against rows, and of prefill;
+#   roofline_fraction of decode against rows (roofline_fraction_paired
+#   where the run has it), and of prefill;
 #   the roofline measured with each run (bandwidth GB/s, peak GFLOP/s).
 # The reference file defaults to llama-cpp-reference.txt next to this
 # script (weight_type phase rows tokens_per_s; '#' comments).
@@ -68,7 +69,10 @@ function field(line, key,    i, rest) {
     key = phase SUBSEP wt SUBSEP mode SUBSEP rows
     if (!(key in val)) order[++n] = key
     val[key] = v
-    frac[key] = field($0, "roofline_fraction")
+    # Decode lines paired with their own bandwidth probes (ferrox-bench
+    # --help) are measured against that; older runs have only the other.
+    f = field($0, "roofline_fraction_paired")
+    frac[key] = f != "" ? f : field($0, "roofline_fraction")
 }
 END {
     for (i = 1; i <= n; i++) {
@@ -151,7 +155,7 @@ colour() {
     fi
     # roofline fractions
     echo "set xtics norotate; set yrange [0:*]; set offsets 0,0,0,0"
-    echo "set title 'roofline fraction: decode = weight bytes/s / bandwidth'; set key top right"
+    echo "set title 'roofline fraction: decode = weight bytes/s / bandwidth (paired)'; set key top right"
     echo "set logscale x 2; set xrange [0.8:48]; set xlabel 'rows in flight'; set ylabel 'fraction'"
     printf "plot "
     sep=
