@@ -1649,14 +1649,27 @@ FX_API fx_status fx_lease_create(fx_batcher *batcher, const char *text,
 /**
  * 1 once the prefix is computed and pinned, 0 while queued or running.
  *
- * Also 1 when the computation ended without a pin (see fx_lease_create);
- * 0 for a NULL batcher or a stale lease.
+ * Also 1 when the computation ended without a pin (see fx_lease_create;
+ * fx_lease_pinned tells the two apart); 0 for a NULL batcher or a stale
+ * lease.
  *
  * @param batcher The batcher.
  * @param lease The lease.
  * @return 1 or 0.
  */
 FX_API int fx_lease_ready(const fx_batcher *batcher, const fx_lease *lease);
+/**
+ * 1 while the lease's blocks are pinned in the KV cache: it is ready and
+ * rows continuing it adopt the prefix instead of computing it. 0 while it
+ * is queued or running, when it ended without a pin
+ * (FX_BATCHER_NO_PREFIX_CACHE, or no room: a host may then release other
+ * leases or raise kv_bytes), for a NULL batcher or a stale lease.
+ *
+ * @param batcher The batcher.
+ * @param lease The lease.
+ * @return 1 or 0.
+ */
+FX_API int fx_lease_pinned(const fx_batcher *batcher, const fx_lease *lease);
 /**
  * Unpins; rows already using it are unaffected. Errors:
  * FX_ERR_STALE_HANDLE.

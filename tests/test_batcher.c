@@ -511,6 +511,8 @@ static void test_lease(void **state) {
     fx_lease *lease = NULL;
     assert_int_equal(fx_lease_create(b, sys, strlen(sys), 0, &lease), FX_OK);
     assert_int_equal(fx_lease_ready(b, lease), 0);
+    assert_int_equal(fx_lease_pinned(b, lease), 0);
+    assert_int_equal(fx_lease_pinned(NULL, lease), 0);
     int32_t p[6];
     prompt_of(p, 6, 8);
     outcome o[3];
@@ -528,6 +530,7 @@ static void test_lease(void **state) {
     }
     run_until_idle(b);
     assert_int_equal(fx_lease_ready(b, lease), 1);
+    assert_int_equal(fx_lease_pinned(b, lease), 1);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(o[i].done, 1);
         assert_true(o[i].usage.cached_tokens > 0);
@@ -538,6 +541,7 @@ static void test_lease(void **state) {
     fx_batcher_impl_stats(fx_batcher_get_impl(b), &st);
     assert_true(st.blocks_pinned > 0);
     assert_int_equal(fx_lease_release(b, lease), FX_OK);
+    assert_int_equal(fx_lease_pinned(b, lease), 0); /* stale */
     assert_int_equal(fx_lease_release(b, lease), FX_ERR_STALE_HANDLE);
     fx_batcher_impl_stats(fx_batcher_get_impl(b), &st);
     assert_int_equal(st.blocks_pinned, 0);
@@ -550,6 +554,37 @@ static void test_lease(void **state) {
     outcome x = {0};
     r.user = &x;
     assert_int_equal(fx_submit(b, &r, &x.row), FX_ERR_STALE_HANDLE);
+    check_baseline(b);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
+/* A lease that cannot pin (no prefix cache) still becomes ready, and
+ * fx_lease_pinned says it holds nothing; rows continuing it still run. */
+static void test_lease_without_cache(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    fx_batcher *b = make_batcher(m, 2, 64, 0, FX_BATCHER_NO_PREFIX_CACHE);
+    const char *sys = "a prefix nobody can pin";
+    fx_lease *lease = NULL;
+    assert_int_equal(fx_lease_create(b, sys, strlen(sys), 0, &lease), FX_OK);
+    int32_t p[4];
+    prompt_of(p, 4, 3);
+    outcome o = {0};
+    fx_request r;
+    fx_request_init(&r);
+    r.prompt_tokens = p;
+    r.n_prompt_tokens = 4;
+    r.max_tokens = 3;
+    r.flags = FX_REQUEST_IGNORE_EOS;
+    r.lease = lease;
+    r.user = &o;
+    assert_int_equal(fx_submit(b, &r, &o.row), FX_OK);
+    run_until_idle(b);
+    assert_int_equal(o.done, 1);
+    assert_int_equal(fx_lease_ready(b, lease), 1);
+    assert_int_equal(fx_lease_pinned(b, lease), 0);
+    assert_int_equal(fx_lease_release(b, lease), FX_OK);
     check_baseline(b);
     fx_batcher_free(b);
     fx_model_free(m);
@@ -969,6 +1004,7 @@ int main(void) {
         cmocka_unit_test(test_stop_tokens),
         cmocka_unit_test(test_batch_determinism),
         cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_lease_without_cache),
         cmocka_unit_test(test_api_misuse),
         cmocka_unit_test(test_soak),
         cmocka_unit_test(test_logprob_events),

@@ -187,6 +187,10 @@ int fx_lease_ready(const fx_batcher *b, const fx_lease *lease) {
     return b ? fx_batcher_impl_lease_ready(b->impl, lease) : 0;
 }
 
+int fx_lease_pinned(const fx_batcher *b, const fx_lease *lease) {
+    return b ? fx_batcher_impl_lease_pinned(b->impl, lease) : 0;
+}
+
 fx_status fx_lease_release(fx_batcher *b, fx_lease *lease) {
     if (!b) return FX_ERR_INVALID_ARG;
     fx_status st = enter(b, "fx_lease_release");

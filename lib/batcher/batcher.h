@@ -46,6 +46,7 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
                                        size_t len, uint32_t flags,
                                        fx_lease **out);
 int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *l);
+int fx_batcher_impl_lease_pinned(const fx_batcher_impl *b, const fx_lease *l);
 fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
 
 /* The most fx_batcher_params.kv_bytes defaults to (ferrox.h): 2 GiB. */

@@ -350,6 +350,12 @@ int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *h) {
     return l && l->state != LEASE_PENDING;
 }
 
+int fx_batcher_impl_lease_pinned(const fx_batcher_impl *b, const fx_lease *h) {
+    uint32_t index;
+    const lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
+    return l && l->state == LEASE_READY;
+}
+
 /* Frees a lease record once nothing refers to it any more. */
 void fx_batcher_lease_drop(fx_batcher_impl *b, uint32_t index) {
     lease_rec *l = &b->leases[index];

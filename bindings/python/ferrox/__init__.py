@@ -893,12 +893,21 @@ class Lease:
 
     @property
     def ready(self) -> bool:
-        """True once the prefix is computed and pinned."""
+        """True once the prefix is computed (pinned or not: see pinned)."""
         b = self._batcher
         with b._lock:
             b._check()
             return (self._handle is not None
                     and bool(lib().fx_lease_ready(b._handle, self._handle)))
+
+    @property
+    def pinned(self) -> bool:
+        """True while the prefix's blocks are pinned in the KV cache."""
+        b = self._batcher
+        with b._lock:
+            b._check()
+            return (self._handle is not None
+                    and bool(lib().fx_lease_pinned(b._handle, self._handle)))
 
     def release(self) -> None:
         b = self._batcher

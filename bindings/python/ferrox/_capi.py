@@ -241,6 +241,7 @@ _SIGNATURES = {
     "fx_row_release": (_int, [_vp, _vp]),
     "fx_lease_create": (_int, [_vp, _cp, _sz, _u32, _P(_vp)]),
     "fx_lease_ready": (_int, [_vp, _vp]),
+    "fx_lease_pinned": (_int, [_vp, _vp]),
     "fx_lease_release": (_int, [_vp, _vp]),
 }
 

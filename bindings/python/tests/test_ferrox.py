@@ -394,13 +394,16 @@ class TestBatcher(Base):
 
     def test_lease(self):
         b = self.batcher()
-        prefix = "You are a knight of the realm."
+        # Long enough for whole KV blocks (16 positions): those are pinned.
+        prefix = ("You are a knight of the realm. You guard the northern "
+                  "gate, speak little and never leave your post.")
         with b.lease(prefix) as lease:
             for _ in range(10):
                 if lease.ready:
                     break
                 b.step()
             self.assertTrue(lease.ready)
+            self.assertTrue(lease.pinned)
             suffix = self.model.tokenize(" Speak:", add_special=False)
             res = b.submit(suffix, max_tokens=6, lease=lease).result()
             whole = self.model.tokenize(prefix) + suffix
