@@ -41,6 +41,9 @@ static fx_status fxgo_lease_create(fx_batcher *b, const char *text,
 static int fxgo_lease_ready(const fx_batcher *b, uintptr_t l) {
     return fx_lease_ready(b, (const fx_lease *)l);
 }
+static int fxgo_lease_pinned(const fx_batcher *b, uintptr_t l) {
+    return fx_lease_pinned(b, (const fx_lease *)l);
+}
 static fx_status fxgo_lease_release(fx_batcher *b, uintptr_t l) {
     return fx_lease_release(b, (fx_lease *)l);
 }
@@ -732,12 +735,22 @@ func (b *Batcher) NewLease(text string, opts *LeaseOptions) (*Lease, error) {
 	return l, nil
 }
 
-// Ready reports whether the prefix is computed and pinned.
+// Ready reports whether the prefix is computed (pinned or not: Pinned).
 func (l *Lease) Ready() bool {
 	defer runtime.KeepAlive(l)
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	return l.b.h != nil && l.h != 0 && C.fxgo_lease_ready(l.b.h, C.uintptr_t(l.h)) != 0
+}
+
+// Pinned reports whether the prefix's KV blocks are pinned in the cache
+// (Ready is also true for a lease that ended without a pin: a prefix
+// shorter than one block, no room, or no prefix cache).
+func (l *Lease) Pinned() bool {
+	defer runtime.KeepAlive(l)
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	return l.b.h != nil && l.h != 0 && C.fxgo_lease_pinned(l.b.h, C.uintptr_t(l.h)) != 0
 }
 
 // Close unpins the prefix; rows already using it are unaffected. Closing

@@ -554,7 +554,8 @@ func TestFinalizerReleasesDroppedRow(t *testing.T) {
 func TestLease(t *testing.T) {
 	m := load(t)
 	b := newBatcher(t, m)
-	prefix := "You are a knight of the realm."
+	// Long enough for whole KV blocks (16 positions): those are pinned.
+	prefix := "You are a knight of the realm. You guard the northern gate, speak little and never leave your post."
 	lease, err := b.NewLease(prefix, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -564,6 +565,9 @@ func TestLease(t *testing.T) {
 	}
 	if !lease.Ready() {
 		t.Fatal("lease never ready")
+	}
+	if !lease.Pinned() {
+		t.Fatal("lease ready but not pinned")
 	}
 	suffix, _ := m.Tokenize(" Speak:", 0)
 	c := wait(t, submit(t, b, request("", 6, func(r *Request) { r.PromptTokens, r.Lease = suffix, lease })))

@@ -1447,11 +1447,21 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Whether the prefix is computed and pinned.
+    /// Whether the prefix is computed (pinned or not: `is_pinned`).
     pub fn is_ready(&self) -> bool {
         let _state = lock(&self.shared.state);
         !self.released.load(Ordering::Relaxed)
             && unsafe { sys::fx_lease_ready(self.shared.raw, self.handle as *const sys::fx_lease) }
+                != 0
+    }
+
+    /// Whether the prefix's KV blocks are pinned in the cache (`is_ready`
+    /// is also true for a lease that ended without a pin: a prefix shorter
+    /// than one block, no room, or no prefix cache).
+    pub fn is_pinned(&self) -> bool {
+        let _state = lock(&self.shared.state);
+        !self.released.load(Ordering::Relaxed)
+            && unsafe { sys::fx_lease_pinned(self.shared.raw, self.handle as *const sys::fx_lease) }
                 != 0
     }
 

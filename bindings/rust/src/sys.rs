@@ -320,6 +320,7 @@ extern "C" {
         out_lease: *mut *mut fx_lease,
     ) -> fx_status;
     pub fn fx_lease_ready(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
+    pub fn fx_lease_pinned(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_release(batcher: *mut fx_batcher, lease: *mut fx_lease) -> fx_status;
 }
 

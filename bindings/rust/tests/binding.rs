@@ -576,7 +576,8 @@ fn release_twice_and_drop_order() {
 fn lease() {
     let m = model();
     let b = batcher(&m);
-    let prefix = "You are a knight of the realm.";
+    // Long enough for whole KV blocks (16 positions): those are pinned.
+    let prefix = "You are a knight of the realm. You guard the northern gate, speak little and never leave your post.";
     let lease = b.lease(prefix, false, false).unwrap();
     for _ in 0..10 {
         if lease.is_ready() {
@@ -585,6 +586,7 @@ fn lease() {
         b.step().unwrap();
     }
     assert!(lease.is_ready());
+    assert!(lease.is_pinned());
     let suffix = m.tokenize(" Speak:", false, false).unwrap();
     let c = b
         .submit(&Request::tokens(suffix.clone()).max_tokens(6).lease(&lease))
