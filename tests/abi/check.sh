@@ -62,6 +62,15 @@ rc=$?
 python3 "$here/layout.py" "$baseline" "$current"
 lrc=$?
 set -e
+if [ "$rc" -ge 128 ]; then
+  # A crash of the tool, not a verdict: libabigail 2.2 segfaults comparing
+  # the baseline with what abidw reads from clang 14's DWARF. The layout
+  # half still counts; the run is reported as skipped so it shows.
+  echo "abidiff crashed (signal $((rc - 128))) on this build's debug info;"
+  echo "only the member-by-member layout check ran (layout.py exit $lrc)"
+  [ "$lrc" -eq 0 ] && exit 77
+  exit 1
+fi
 if [ "$rc" -eq 0 ] && [ "$lrc" -eq 0 ]; then
   echo "ABI matches the baseline (additions allowed)"
   exit 0
