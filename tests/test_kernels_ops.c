@@ -263,6 +263,49 @@ static void test_softmax(void **state) {
     for (int i = 0; i < 3; i++) assert_true(all_masked[i] == 0.0f);
 }
 
+/* fx_exp_le0 against exp in double over [-87, 0] (and 0 below): within
+ * 2 ulp everywhere, exact at 0. */
+static void test_exp_le0(void **state) {
+    (void)state;
+    double worst = 0;
+    for (int i = 0; i <= 2000000; i++) {
+        const float d = -87.0f * (float)i / 2000000.0f;
+        const double want = exp((double)d);
+        const double ulp = ldexp(1.0, ilogb(want) - 23);
+        const double err = fabs((double)fx_exp_le0(d) - want) / ulp;
+        if (err > worst) worst = err;
+    }
+    print_message("fx_exp_le0: worst error %.3f ulp\n", worst);
+    assert_true(worst <= 2.0);
+    assert_true(fx_exp_le0(0.0f) == 1.0f);
+    assert_true(fx_exp_le0(-87.5f) == 0.0f);
+    assert_true(fx_exp_le0(-INFINITY) == 0.0f);
+}
+
+/* Every softmax form gives the portable bits: all tails, masked entries,
+ * large spreads. */
+static void test_softmax_forms(void **state) {
+    (void)state;
+    const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
+    static float a[1100], b[1100];
+    uint64_t s = 11;
+    for (int k = 0; k < 2; k++) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            continue; /* the forms for these ISAs would not run here */
+#endif
+        fx_softmax_fn form = fx_softmax_for(isas[k]);
+        for (size_t n = 0; n <= 1030; n += n < 40 ? 1 : 71) {
+            for (size_t i = 0; i < n; i++)
+                a[i] = b[i] = rng_f(&s) * (i % 3 ? 30.0f : 200.0f);
+            if (n > 5) a[5] = b[5] = -INFINITY;
+            fx_softmax(a, n);
+            form(b, n);
+            assert_memory_equal(a, b, n * sizeof *a);
+        }
+    }
+}
+
 static void test_silu_swiglu_add(void **state) {
     (void)state;
     float g[512], u[512], a[512], b[512];
@@ -452,6 +495,8 @@ int main(void) {
         cmocka_unit_test(test_q8_0),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_exp_le0),
+        cmocka_unit_test(test_softmax_forms),
         cmocka_unit_test(test_silu_swiglu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_pool),

@@ -245,9 +245,21 @@ fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
 void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
                 float eps);
 
-/* m = max x; e[i] = expf(x[i] - m); sum of e in double, i increasing;
- * x[i] = e[i] * (float)(1 / sum). -inf entries give 0; all -inf gives 0s. */
+/* m = max x; e[i] = fx_exp_le0(x[i] - m); the e summed in double in 8
+ * lanes (lane i % 8, i increasing), then ((l0+l4)+(l2+l6)) +
+ * ((l1+l5)+(l3+l7)); x[i] = e[i] * (float)(1 / sum). -inf entries give 0;
+ * all -inf gives 0s. fx_softmax is the portable form; fx_softmax_for(isa)
+ * returns the fastest form for an ISA the CPU has, every form giving the
+ * same bits. */
 void fx_softmax(float *x, size_t n);
+typedef void (*fx_softmax_fn)(float *x, size_t n);
+fx_softmax_fn fx_softmax_for(fx_isa isa);
+/* e^d for d <= 0, within 2 ulp of the true value, 0 below -87 (where it
+ * would be at most 1.7e-38): Cody-Waite reduction by ln 2 rounded to
+ * nearest even, a degree-7 polynomial in fmaf, scaled by 2^n. One fixed
+ * sequence of float operations, so the vector forms match it bit for
+ * bit (unlike libm's expf, whose ifunc variants may differ). */
+float fx_exp_le0(float d);
 
 /* silu(x) = x / (1 + expf(-x)). */
 void fx_silu(float *out, const float *x, size_t n);

@@ -1,12 +1,16 @@
 /*
  * Per-row kernels. Each touches one row of one token, so none can depend
- * on the batch; the reductions (rmsnorm, softmax) are sequential in double,
- * which fixes their order and makes them more accurate than the f32 they
- * feed. These are O(n) next to the O(n^2) matmuls: clarity over speed.
+ * on the batch; the reductions (rmsnorm, softmax) are in double, in a
+ * fixed order, which makes them more accurate than the f32 they feed.
+ * These are O(n) next to the O(n^2) matmuls, so clarity first -- except
+ * attention's softmax, which runs over every position for every head and
+ * token (17% of a 1000-token prefill with libm's expf and a sequential
+ * sum): it has an AVX2 form, with its own exp, that gives the same bits.
  */
 #include "kernels.h"
 
 #include <math.h>
+#include <string.h>
 
 _Static_assert(sizeof(fx_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 
@@ -22,6 +26,39 @@ void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
     }
 }
 
+/* The constants of fx_exp_le0: ln 2 split so that n * FX_LN2_HI is exact
+ * for |n| < 2^8, and the Taylor-like coefficients of the classic single
+ * precision exp (Cephes). */
+#define FX_LOG2E 1.44269504088896341f
+#define FX_LN2_HI 0.693359375f
+#define FX_LN2_LO (-2.12194440e-4f)
+#define FX_EXP_P0 1.9875691500e-4f
+#define FX_EXP_P1 1.3981999507e-3f
+#define FX_EXP_P2 8.3334519073e-3f
+#define FX_EXP_P3 4.1665795894e-2f
+#define FX_EXP_P4 1.6666665459e-1f
+#define FX_EXP_P5 5.0000001201e-1f
+#define FX_EXP_MIN (-87.0f)
+
+float fx_exp_le0(float d) {
+    if (!(d >= FX_EXP_MIN)) return 0.0f; /* also -inf (masked) and NaN */
+    const float n = rintf(d * FX_LOG2E);  /* round to nearest even */
+    float r = fmaf(n, -FX_LN2_HI, d);
+    r = fmaf(n, -FX_LN2_LO, r);
+    float p = FX_EXP_P0;
+    p = fmaf(p, r, FX_EXP_P1);
+    p = fmaf(p, r, FX_EXP_P2);
+    p = fmaf(p, r, FX_EXP_P3);
+    p = fmaf(p, r, FX_EXP_P4);
+    p = fmaf(p, r, FX_EXP_P5);
+    p = fmaf(p, r * r, r) + 1.0f;
+    /* n in [-126, 0]: 2^n is a normal float. */
+    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 void fx_softmax(float *x, size_t n) {
     if (n == 0) return;
     float mx = -INFINITY;
@@ -32,14 +69,96 @@ void fx_softmax(float *x, size_t n) {
         for (size_t i = 0; i < n; i++) x[i] = 0.0f;
         return;
     }
-    double sum = 0.0;
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
-        float e = expf(x[i] - mx);
+        const float e = fx_exp_le0(x[i] - mx);
         x[i] = e;
-        sum += e;
+        lane[i % 8] += (double)e;
     }
+    const double sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+                       ((lane[1] + lane[5]) + (lane[3] + lane[7]));
     const float inv = (float)(1.0 / sum);
     for (size_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define FX_OPS_AVX2 __attribute__((target("avx2,fma")))
+
+/* fx_exp_le0 on 8 lanes: the same operations in the same order. */
+static inline FX_OPS_AVX2 __m256 exp_le0_8(__m256 d) {
+    const __m256 keep = _mm256_cmp_ps(d, _mm256_set1_ps(FX_EXP_MIN), _CMP_GE_OQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(d, _mm256_set1_ps(FX_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-FX_LN2_HI), d);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-FX_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(FX_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FX_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FX_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FX_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FX_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FX_EXP_P5));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+                      _mm256_set1_ps(1.0f));
+    /* Lanes dropped by keep may hold garbage n (NaN, -inf): masked below. */
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_and_ps(n, keep)),
+                         _mm256_set1_epi32(127)),
+        23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+static FX_OPS_AVX2 void softmax_avx2(float *x, size_t n) {
+    if (n == 0) return;
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    size_t i = 0;
+    /* max_ps(x, m) returns m when x is NaN, as the portable x > mx does. */
+    for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(_mm256_loadu_ps(x + i), m8);
+    float m[8];
+    _mm256_storeu_ps(m, m8);
+    float mx = -INFINITY;
+    for (int j = 0; j < 8; j++)
+        if (m[j] > mx) mx = m[j];
+    for (; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; i++) x[i] = 0.0f;
+        return;
+    }
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp_le0_8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        _mm256_storeu_ps(x + i, e);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double lane[8];
+    _mm256_storeu_pd(lane, lo);
+    _mm256_storeu_pd(lane + 4, hi);
+    for (; i < n; i++) {
+        const float e = fx_exp_le0(x[i] - mx);
+        x[i] = e;
+        lane[i % 8] += (double)e;
+    }
+    const double sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+                       ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    const float inv1 = (float)(1.0 / sum);
+    for (; i < n; i++) x[i] *= inv1;
+}
+#endif
+
+fx_softmax_fn fx_softmax_for(fx_isa isa) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return softmax_avx2;
+#else
+    (void)isa;
+#endif
+    return fx_softmax;
 }
 
 static float silu1(float v) { return v / (1.0f + expf(-v)); }

@@ -210,6 +210,7 @@ static FX_AVX2 void weighted_sum_avx2(float *out, const float *p, size_t p_ld,
 void fx_attn_kernels_init(fx_attn_kernels *ak, fx_isa isa) {
     ak->scores = scores_portable;
     ak->weighted_sum = weighted_sum_portable;
+    ak->softmax = fx_softmax_for(isa);
 #ifdef FX_HAVE_X86
     if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) {
         ak->scores = scores_avx2;

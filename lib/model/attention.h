@@ -20,6 +20,8 @@ typedef struct fx_attn_kernels {
     void (*weighted_sum)(float *out, const float *p, size_t p_ld, uint32_t nh,
                          const float *v, size_t stride, uint32_t n,
                          uint32_t hd);
+    /* Each head's scores over its positions: fx_softmax_for (kernels.h). */
+    fx_softmax_fn softmax;
 } fx_attn_kernels;
 
 /* Picks the AVX2 forms when isa is FX_ISA_AVX2 or FX_ISA_AVX512; every

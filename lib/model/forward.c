@@ -147,7 +147,7 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
                      scale);
     }
     for (uint32_t g = 0; g < group; g++)
-        fx_softmax(scores + (size_t)g * f->max_ctx, n_pos);
+        f->ak.softmax(scores + (size_t)g * f->max_ctx, n_pos);
     float *out = f->attn + q_off;
     memset(out, 0, (size_t)group * hd * sizeof *out);
     for (uint32_t j = 0; j < n_pos; j += bt) {
