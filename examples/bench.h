@@ -60,6 +60,10 @@ typedef struct bw_probe bw_probe;
 bw_probe *bw_probe_create(const options *o);
 /* GB/s: the best of a few read passes over the probe's buffer. */
 double bw_probe_measure(bw_probe *p);
+/* Seconds one read pass over `bytes` of the probe's buffer takes (one
+ * stream per thread, in 4 MiB tasks; each call goes on where the last
+ * stopped, so nothing comes from the caches). */
+double bw_probe_read(bw_probe *p, uint64_t bytes);
 void bw_probe_free(bw_probe *p);
 
 #endif

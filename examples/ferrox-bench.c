@@ -99,6 +99,9 @@ typedef struct result {
     /* The read bandwidth measured right around that repeat (decode with
      * a probe; else 0): the better of the probes before and after it. */
     double bw[2][64];
+    /* Decode with a probe: per repeat, the steps' time against read passes
+     * of the same bytes run between them (report's interleaved fields). */
+    double il_frac[2][64], il_gbps[2][64];
 } result;
 
 /* One line per mode. value: tokens/s (or seconds when field is
@@ -107,7 +110,8 @@ typedef struct result {
 static void report(const char *phase, uint32_t rows, const options *o,
                    const model_cost *mc, const roofline *rf, const char *field,
                    double (*v)[64], double flops_per_unit, double bytes_per_token,
-                   const double (*bw)[64], const char *extra) {
+                   const double (*bw)[64], const result *il,
+                   const char *extra) {
     for (int i = 0; i < o->n_modes; i++) {
         const int mode = o->modes[i];
         double sorted[64];
@@ -139,6 +143,18 @@ static void report(const char *phase, uint32_t rows, const options *o,
                      ",\"paired_bandwidth_gbps\":%.2f,"
                      "\"roofline_fraction_paired\":%.4f",
                      median(b, o->repeats), median(q, o->repeats));
+        }
+        if (il && bytes_per_token > 0 && il->il_frac[mode][0] > 0) {
+            /* Each repeat's steps against read passes of the same bytes
+             * run between them: the same moments, the same traffic. */
+            double q[64], g[64];
+            memcpy(q, il->il_frac[mode], o->repeats * sizeof *q);
+            memcpy(g, il->il_gbps[mode], o->repeats * sizeof *g);
+            const size_t len = strlen(frac);
+            snprintf(frac + len, sizeof frac - len,
+                     ",\"interleaved_bandwidth_gbps\":%.2f,"
+                     "\"roofline_fraction_interleaved\":%.4f",
+                     median(g, o->repeats), median(q, o->repeats));
         }
         char ratio[64] = "";
         if (o->n_modes == 2 && mode == MODE_FAST) {
@@ -190,13 +206,45 @@ static int bench_prefill(fx_model *m, const options *o, const model_cost *mc,
         snprintf(extra, sizeof extra, ",\"prompt_tokens\":%u", o->prompt_tokens);
         report("prefill", 1, o, mc, rf, "tokens_per_s", res->tps,
                run_flops(mc, 0, o->prompt_tokens, 1) / o->prompt_tokens, 0,
-               NULL, extra);
+               NULL, NULL, extra);
     }
     fx_batcher_free(b[0]);
     fx_batcher_free(b[1]);
     free(ids);
     free(res);
     return rc;
+}
+
+/* The repeat again with a read pass of the step's weight bytes after
+ * every step, timed apart: *frac = read time / step time over the repeat,
+ * both sampled at the same moments. A drifting machine (this VM's read
+ * bandwidth moves between 30 and 70 GB/s within seconds) then cannot
+ * flatter or penalize the ratio, as a best-of probe before and after can. */
+static int decode_interleaved(fx_batcher *b, bw_probe *probe, uint32_t rows,
+                              const options *o, const model_cost *mc,
+                              uint32_t r, double *frac, double *gbps) {
+    enum { PROMPT = 8 };
+    for (uint32_t i = 0; i < rows; i++) {
+        int32_t ids[PROMPT];
+        random_ids(ids, PROMPT, mc->n_vocab, 7 + r * 1000 + i);
+        fx_row *row;
+        if (submit_ids(b, ids, PROMPT, o->gen_tokens, &row) != 0) return -1;
+    }
+    fx_event ev;
+    if (fx_step(b) != FX_OK) return -1;
+    while (fx_poll(b, &ev)) {}
+    double step_s = 0, read_s = 0, read_bytes = 0;
+    while (fx_batcher_pending(b) > 0) {
+        const double t0 = now();
+        if (fx_step(b) != FX_OK) return -1;
+        while (fx_poll(b, &ev)) {}
+        step_s += now() - t0;
+        read_s += bw_probe_read(probe, mc->step_bytes);
+        read_bytes += (double)mc->step_bytes;
+    }
+    *frac = step_s > 0 ? read_s / step_s : 0;
+    *gbps = read_s > 0 ? read_bytes / read_s * 1e-9 : 0;
+    return 0;
 }
 
 static int bench_decode(fx_model *m, const options *o, uint32_t rows,
@@ -237,7 +285,11 @@ static int bench_decode(fx_model *m, const options *o, uint32_t rows,
             if (probe) {
                 const double bw_after = bw_probe_measure(probe);
                 res->bw[mode][r] = bw_before > bw_after ? bw_before : bw_after;
-                bw_before = bw_after;
+                if (rc == 0)
+                    rc = decode_interleaved(b[mode], probe, rows, o, mc, r,
+                                            &res->il_frac[mode][r],
+                                            &res->il_gbps[mode][r]);
+                bw_before = bw_probe_measure(probe);
             }
         }
     }
@@ -251,7 +303,7 @@ static int bench_decode(fx_model *m, const options *o, uint32_t rows,
         snprintf(extra, sizeof extra, ",\"gen_tokens\":%u", o->gen_tokens);
         report("decode", rows, o, mc, rf, "tokens_per_s", res->tps, flops,
                (double)mc->step_bytes / rows, (const double(*)[64])res->bw,
-               extra);
+               res, extra);
     }
     fx_batcher_free(b[0]);
     fx_batcher_free(b[1]);
@@ -294,7 +346,7 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
         snprintf(extra, sizeof extra, ",\"prefix_tokens\":%u,\"step_tokens\":%u",
                  o->prefix_tokens, o->step_tokens);
         report("ttft_cold", 1, o, mc, rf, "seconds", cold->tps,
-               run_flops(mc, 0, n, 1), 0, NULL, extra);
+               run_flops(mc, 0, n, 1), 0, NULL, NULL, extra);
         /* Warm: the cache holds whole KV blocks of the prefix; the rest
          * is computed. */
         fx_batcher_params p;
@@ -302,7 +354,7 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
         const uint32_t bt = p.block_tokens ? p.block_tokens : 16;
         const uint32_t cached = o->prefix_tokens / bt * bt;
         report("ttft_warm", 1, o, mc, rf, "seconds", warm->tps,
-               run_flops(mc, cached, n - cached, 1), 0, NULL, extra);
+               run_flops(mc, cached, n - cached, 1), 0, NULL, NULL, extra);
     }
     free(ids);
     free(cold);
@@ -405,6 +457,13 @@ static int usage(FILE *f) {
 "                     machines whose bandwidth drifts (shared VMs: 30-66\n"
 "                     GB/s within minutes); paired_bandwidth_gbps is the\n"
 "                     median of those bandwidths\n"
+"  roofline_fraction_interleaved  decode: each repeat run again with a\n"
+"                     read pass of weight_bytes_per_step after every\n"
+"                     step: the passes' time over the steps' time (the\n"
+"                     same traffic at the same moments; median over\n"
+"                     repeats); interleaved_bandwidth_gbps: the passes'\n"
+"                     rate. A best-of probe flatters the ceiling on a\n"
+"                     drifting machine; this one cannot\n"
 "FLOPs per token = 2 * (matrix elements of the layers) + attention\n"
 "(4 * layers * heads * head_dim * positions attended); the output matrix\n"
 "(2 * its elements) once per logits row: every decode token, once per\n"

@@ -385,7 +385,11 @@ static inline void fx_model_params_init(fx_model_params *params) {
  * params may be NULL for the defaults.
  *
  * The file is memory-mapped, not read: do not truncate or rewrite it while
- * the model is loaded (reading a truncated mapping raises SIGBUS).
+ * the model is loaded (reading a truncated mapping raises SIGBUS). Q8_0
+ * weight matrices are the exception: they are copied at load, through the
+ * allocator, into the order the kernels read them (as many bytes as the
+ * tensors; their pages of the mapping are released), which makes the
+ * load read them once.
  *
  * Threads: any thread; loads are independent of each other.
  *

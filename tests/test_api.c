@@ -227,14 +227,20 @@ static void test_allocator_hooks(void **state) {
  * once with every later allocation failing too. */
 static void test_allocation_failures(void **state) {
     (void)state;
-    const char *paths[2];
+    const char *paths[3];
+    /* Q8_0 weights: the load also allocates their repacked copy. */
+    gw_model_spec q8;
+    gw_model_spec_default(&q8);
+    q8.type = 8;
+    static char q8_copy[4096];
+    paths[2] = strcpy(q8_copy, write_model("model-q8.gguf", &q8));
     paths[0] = default_model();
     static char vocab_copy[4096];
     const char *vocab = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
     paths[1] = vocab ? strcpy(vocab_copy, vocab) : NULL;
     static char model_copy[4096];
     paths[0] = strcpy(model_copy, paths[0]);
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 3; which++) {
         if (!paths[which]) continue;
         fx_model_params params;
         fx_model_params_init(&params);

@@ -30,8 +30,18 @@ typedef struct harness {
 
 enum { MAX_CTX = 64, MAX_TOKENS = 96 };
 
+/* repack: the weights as a loaded model holds them (fx_weights_repack),
+ * not as the file has them. */
+static void harness_open_full(harness *h, const gw_model_spec *spec,
+                              unsigned threads, fx_isa isa, int repack);
+
 static void harness_open_isa(harness *h, const gw_model_spec *spec,
                              unsigned threads, fx_isa isa) {
+    harness_open_full(h, spec, threads, isa, 0);
+}
+
+static void harness_open_full(harness *h, const gw_model_spec *spec,
+                              unsigned threads, fx_isa isa, int repack) {
     memset(h, 0, sizeof *h);
     gw_build_model(&h->file, spec);
     fx_alloc_init(&h->alloc, NULL);
@@ -40,6 +50,9 @@ static void harness_open_isa(harness *h, const gw_model_spec *spec,
                                          &h->g, &err), FX_OK);
     assert_int_equal(fx_hparams_load(h->g, &h->hp, &err), FX_OK);
     assert_int_equal(fx_weights_bind(h->g, &h->hp, &h->alloc, &h->w, &err), FX_OK);
+    if (repack)
+        assert_int_equal(fx_weights_repack(&h->w, &h->hp, h->g, &h->alloc, &err),
+                         FX_OK);
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
     kp.n_threads = threads;
@@ -451,6 +464,7 @@ static void test_isa_invariance(void **state) {
     (void)state;
     const uint32_t types[] = {0, 1, 30, 8};
     const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
+    const fx_isa allisas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
     /* n_embd, n_head, n_head_kv; 0: the default (64, 4, 2) */
     const uint32_t shapes[][3] = {{0, 0, 0}, {288, 8, 4}, {288, 6, 2},
                                   {288, 12, 2}, {96, 4, 4}};
@@ -480,14 +494,22 @@ static void test_isa_invariance(void **state) {
             run_chunked(&h, &kv, tokens, N, 9, want);
             free(kv.data);
             harness_close(&h);
-            for (int a = 0; a < 2; a++) {
-                if (!have_isa(isas[a])) continue;
-                harness_open_isa(&h, &spec, 2, isas[a]);
+            /* Each ISA on the file's layout, then every path (the
+             * portable one too) on the repacked weights a model uses. */
+            for (int a = 0; a < 5; a++) {
+                const fx_isa isa = a < 2 ? isas[a] : allisas[a - 2];
+                const int repack = a >= 2;
+                if (!have_isa(isa)) continue;
+                harness_open_full(&h, &spec, 2, isa, repack);
+                if (repack && spec.type == 8)
+                    assert_int_equal(h.w.layers[0].wq.type,
+                                     FX_WTYPE_Q8_0_R12);
                 seq_kv_init(&kv, &h.hp);
                 run_chunked(&h, &kv, tokens, N, 9, got);
                 if (memcmp(got, want, (size_t)N * V * sizeof *got) != 0)
-                    fail_msg("type %u, shape %d, isa %d: logits differ from "
-                             "the portable path", types[ty], shape, (int)isas[a]);
+                    fail_msg("type %u, shape %d, isa %d, repacked %d: logits "
+                             "differ from the portable path",
+                             types[ty], shape, (int)isa, repack);
                 free(kv.data);
                 harness_close(&h);
             }

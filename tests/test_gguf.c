@@ -517,6 +517,54 @@ static void test_io_errors(void **state) {
     assert_null(g);
 }
 
+/* fx_gguf_release drops a mapped file's pages, which come back from the
+ * file when read again; a host's buffer (open_memory) is never touched --
+ * dropping anonymous pages would zero them. */
+static void test_release(void **state) {
+    (void)state;
+    enum { N = 3 * 4096 }; /* floats: 48 KiB, several whole pages */
+    gw_buf b = {0};
+    gw_header(&b, 3, 1, 0);
+    uint64_t dims[1] = {N};
+    gw_tensor_info(&b, "big", 1, dims, 0, 0);
+    gw_pad(&b, 32);
+    for (int i = 0; i < N; i++) gw_f32(&b, (float)i);
+    const char *path = fx_test_tmp_path("release.gguf");
+    assert_int_equal(gw_write_file(&b, path), 0);
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_error err;
+    for (int mapped = 0; mapped < 2; mapped++) {
+        fx_gguf *g = NULL;
+        uint8_t *copy = NULL;
+        if (mapped) {
+            assert_int_equal(fx_gguf_open(path, &alloc, &g, &err), FX_OK);
+        } else {
+            copy = malloc(b.len);
+            assert_non_null(copy);
+            memcpy(copy, b.data, b.len);
+            assert_int_equal(fx_gguf_open_memory(copy, b.len, &alloc, &g, &err),
+                             FX_OK);
+        }
+        const fx_gguf_tensor *t = fx_gguf_find_tensor(g, "big");
+        assert_non_null(t);
+        fx_gguf_release(g, t->data, (size_t)t->n_bytes);
+        fx_gguf_release(g, t->data, (size_t)g->size * 2); /* past the end */
+        fx_gguf_release(g, &alloc, 64);                   /* not ours */
+        fx_gguf_release(NULL, t->data, 64);
+        for (int i = 0; i < N; i++) {
+            float f;
+            memcpy(&f, t->data + 4 * (size_t)i, 4);
+            if (f != (float)i) fail_msg("mapped %d: float %d reads %g", mapped,
+                                        i, (double)f);
+        }
+        fx_gguf_close(g);
+        free(copy);
+    }
+    remove(path);
+    gw_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_small_file),
@@ -535,6 +583,7 @@ int main(void) {
         cmocka_unit_test(test_duplicates),
         cmocka_unit_test(test_typed_getters),
         cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_release),
     };
     return cmocka_run_group_tests_name("gguf", tests, NULL, NULL);
 }

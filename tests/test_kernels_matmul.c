@@ -76,6 +76,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
                 memcpy(dst + 2 * j, &h, 2);
             }
             break;
+        case FX_WTYPE_Q8_0_R12: fail(); break; /* repack_r12 a Q8_0 one */
         case FX_WTYPE_Q8_0: {
             fx_block_q8_0 *blk = malloc(rb);
             assert_non_null(blk);
@@ -168,9 +169,24 @@ typedef struct shape {
     size_t m, n, k;
 } shape;
 
+/* The same Q8_0 matrix repacked (fx_q8_0_repack_r12). */
+static uint8_t *repack_r12(const uint8_t *w, size_t n, size_t k) {
+    const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
+    uint8_t *out = malloc(bytes);
+    assert_non_null(out);
+    assert_int_equal(fx_q8_0_repack_r12(out, w, n, k), FX_OK);
+    return out;
+}
+
+/* Every ISA, thread count and batch against the portable path run one
+ * row at a time. For R12 the reference is the portable Q8_0 path on the
+ * matrix before repacking: the layout must not change a bit. */
 static void check_invariance(fx_wtype t, shape sh) {
     const size_t ldx = sh.k + 3;
-    uint8_t *w = make_weights(t, sh.n, sh.k, sh.n * 131 + sh.k);
+    const bool r12 = t == FX_WTYPE_Q8_0_R12;
+    const fx_wtype t_ref = r12 ? FX_WTYPE_Q8_0 : t;
+    uint8_t *w_ref = make_weights(t_ref, sh.n, sh.k, sh.n * 131 + sh.k);
+    uint8_t *w = r12 ? repack_r12(w_ref, sh.n, sh.k) : w_ref;
     float *x = make_x(sh.m, sh.k, ldx, sh.k);
 
     /* The reference: the portable path, one thread, each row alone. */
@@ -178,7 +194,7 @@ static void check_invariance(fx_wtype t, shape sh) {
     float *want = malloc(sh.m * sh.n * sizeof *want);
     assert_non_null(want);
     for (size_t r = 0; r < sh.m; r++) {
-        float *y = run_mm(ref, x, ldx, r, 1, w, t, sh.n, sh.k);
+        float *y = run_mm(ref, x, ldx, r, 1, w_ref, t_ref, sh.n, sh.k);
         memcpy(want + r * sh.n, y, sh.n * sizeof *y);
         free(y);
     }
@@ -217,7 +233,8 @@ static void check_invariance(fx_wtype t, shape sh) {
     fx_kernels_free(ref);
     free(want);
     free(x);
-    free(w);
+    if (w != w_ref) free(w);
+    free(w_ref);
 }
 
 static void test_invariance_float_types(void **state) {
@@ -242,6 +259,63 @@ static void test_invariance_q8_0(void **state) {
                             {70, 1, 256}, {70, 98, 288}, {150, 20, 288}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_invariance(FX_WTYPE_Q8_0, shapes[s]);
+}
+
+/* R12: tiles of 12 and a short last tile (N = 2, 10, 14, 22, 36, 98),
+ * groups of 8 blocks and a short last group (K = 32 .. 544), several
+ * tasks per thread, the streaming and the packed paths (M up to 150). */
+static void test_invariance_q8_0_r12(void **state) {
+    (void)state;
+    const shape shapes[] = {{37, 2, 32},    {37, 14, 96},  {37, 36, 256},
+                            {70, 98, 544},  {70, 10, 288}, {150, 22, 288},
+                            {9, 12, 32},    {40, 122, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        check_invariance(FX_WTYPE_Q8_0_R12, shapes[s]);
+}
+
+/* The repacked matrix holds every block once, where fx_q8_r12_at says:
+ * same bytes (quants XOR 0x80), same size; bad shapes are refused. */
+static void test_r12_layout(void **state) {
+    (void)state;
+    const size_t shapes[][2] = {{2, 32}, {12, 256}, {26, 320}, {100, 64}};
+    for (size_t si = 0; si < 4; si++) {
+        const size_t n = shapes[si][0], k = shapes[si][1], nb = k / 32;
+        uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 3 + si);
+        const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
+        uint8_t *r = malloc(bytes);
+        unsigned char *seen = calloc(bytes, 1);
+        assert_non_null(r);
+        assert_non_null(seen);
+        assert_int_equal(fx_q8_0_repack_r12(r, w, n, k), FX_OK);
+        for (size_t row = 0; row < n; row++)
+            for (size_t b = 0; b < nb; b++) {
+                size_t q, d;
+                fx_q8_r12_at(n, nb, row, b, &q, &d);
+                assert_true(q + 32 <= bytes && d + 2 <= bytes);
+                const uint8_t *blk = w + row * nb * 34 + b * 34;
+                assert_memory_equal(r + d, blk, 2);
+                for (int i = 0; i < 32; i++) {
+                    assert_int_equal(r[q + (size_t)i], blk[2 + i] ^ 0x80);
+                    seen[q + (size_t)i]++;
+                }
+                seen[d]++;
+                seen[d + 1]++;
+            }
+        for (size_t i = 0; i < bytes; i++) assert_int_equal(seen[i], 1);
+        free(seen);
+        free(r);
+        free(w);
+    }
+    uint8_t buf[68];
+    assert_int_equal(fx_q8_0_repack_r12(buf, buf + 0, 1, 32),
+                     FX_ERR_INVALID_ARG); /* odd N */
+    assert_int_equal(fx_q8_0_repack_r12(buf, buf, 2, 33), FX_ERR_INVALID_ARG);
+    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
+    float x[32] = {0}, y[3];
+    assert_int_equal(fx_matmul(kc, x, 32, 1, buf, FX_WTYPE_Q8_0_R12, 1, 32, y,
+                               1, 0),
+                     FX_ERR_INVALID_ARG);
+    fx_kernels_free(kc);
 }
 
 /* ---- accuracy ---- */
@@ -751,6 +825,8 @@ int main(void) {
         cmocka_unit_test(test_isa_reported),
         cmocka_unit_test(test_invariance_float_types),
         cmocka_unit_test(test_invariance_q8_0),
+        cmocka_unit_test(test_invariance_q8_0_r12),
+        cmocka_unit_test(test_r12_layout),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_q8_definition),
         cmocka_unit_test(test_q8_accuracy),

@@ -138,6 +138,9 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
                                   &model->weights, &load_err)) != FX_OK)
             goto fail;
         model->has_weights = 1;
+        if ((st = fx_weights_repack(&model->weights, &model->hp, model->gguf,
+                                    &alloc, &load_err)) != FX_OK)
+            goto fail;
     }
 
     fx_log(&model->log, FX_LOG_INFO,

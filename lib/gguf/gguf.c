@@ -653,6 +653,18 @@ fx_status fx_gguf_open(const char *path, const fx_alloc *alloc, fx_gguf **out,
     return open_parsed(base, (uint64_t)sb.st_size, 1, alloc, out, err);
 }
 
+void fx_gguf_release(const fx_gguf *g, const void *p, size_t len) {
+    if (!g || !g->mapped || !p || len == 0) return;
+    const uintptr_t base = (uintptr_t)g->base, at = (uintptr_t)p;
+    if (at < base || at - base > g->size || len > g->size - (at - base)) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    /* Whole pages only: the neighbours of a tensor may still be read. */
+    const uintptr_t lo = (at + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    const uintptr_t hi = (at + len) & ~((uintptr_t)page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void fx_gguf_close(fx_gguf *g) {
     if (!g) return;
     if (g->mapped) munmap((void *)g->base, (size_t)g->size);

@@ -94,6 +94,12 @@ typedef struct fx_gguf {
     char *names;            /* arena holding every key and tensor name */
 } fx_gguf;
 
+/* The pages of [p, p + len) inside a mapped file are dropped from the
+ * process (madvise MADV_DONTNEED; read again from the file if touched):
+ * for data that was copied and will not be read again. Does nothing for
+ * a buffer from fx_gguf_open_memory, or where madvise fails. */
+void fx_gguf_release(const fx_gguf *g, const void *p, size_t len);
+
 /* Maps and parses a file. */
 fx_status fx_gguf_open(const char *path, const fx_alloc *alloc, fx_gguf **out,
                        fx_error *err);

@@ -56,7 +56,8 @@ static int type_index(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_F16: return 1;
     case FX_WTYPE_BF16: return 2;
-    case FX_WTYPE_Q8_0: return 3;
+    case FX_WTYPE_Q8_0:
+    case FX_WTYPE_Q8_0_R12: return 3;
     case FX_WTYPE_F32:
     default: return 0;
     }
@@ -68,6 +69,7 @@ size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
     case FX_WTYPE_F16:
     case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
     case FX_WTYPE_Q8_0:
+    case FX_WTYPE_Q8_0_R12:
         if (k % FX_QK8_0 != 0) return 0;
         return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
     default: return 0;
@@ -80,6 +82,7 @@ const char *fx_wtype_name(fx_wtype t) {
     case FX_WTYPE_F16: return "f16";
     case FX_WTYPE_BF16: return "bf16";
     case FX_WTYPE_Q8_0: return "q8_0";
+    case FX_WTYPE_Q8_0_R12: return "q8_0_r12";
     default: return "unknown";
     }
 }
@@ -420,8 +423,10 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         if (!o->w || !o->y || o->ldy < o->n) return FX_ERR_INVALID_ARG;
         if (fx_wtype_row_bytes(o->wtype, FX_QK8_0) == 0)
             return FX_ERR_UNSUPPORTED;
-        /* Q8_0 needs k % 32 == 0 */
+        /* Q8_0 needs k % 32 == 0; R12 pairs its rows */
         if (k > 0 && fx_wtype_row_bytes(o->wtype, k) == 0)
+            return FX_ERR_INVALID_ARG;
+        if (o->wtype == FX_WTYPE_Q8_0_R12 && o->n % 2 != 0)
             return FX_ERR_INVALID_ARG;
     }
     if (k == 0) {
@@ -460,9 +465,12 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
         run.cols[j] = task_cols(o->n, threads);
+        /* An R12 task starts at a tile (and 24 keeps the multiple of 8) */
+        if (o->wtype == FX_WTYPE_Q8_0_R12)
+            run.cols[j] = (run.cols[j] + 23) / 24 * 24;
         run.first_task[j + 1] =
             run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];
-        q8 |= o->wtype == FX_WTYPE_Q8_0;
+        q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R12;
     }
     if (run.n_jobs == 0) return FX_OK;
     const size_t n_tasks = run.first_task[run.n_jobs];

@@ -88,6 +88,29 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
     }
 }
 
+/* One weight block of either layout: its quants (each XOR flip gives the
+ * int8) and its f16 scale. */
+typedef struct q8_block {
+    const uint8_t *q, *d;
+    uint8_t flip;
+} q8_block;
+
+static q8_block q8_block_at(const fx_mm_job *job, size_t n, size_t b) {
+    q8_block blk;
+    if (job->type == FX_WTYPE_Q8_0_R12) {
+        size_t q, d;
+        fx_q8_r12_at(job->n, job->k / FX_QK8_0, n, b, &q, &d);
+        blk.q = job->w + q;
+        blk.d = job->w + d;
+        blk.flip = 0x80;
+    } else {
+        blk.d = job->w + n * job->row_bytes + b * sizeof(fx_block_q8_0);
+        blk.q = blk.d + 2;
+        blk.flip = 0;
+    }
+    return blk;
+}
+
 static float tree8(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
@@ -100,20 +123,19 @@ void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
         const uint8_t *xr = job->xq + m * job->xq_ld;
         const int8_t *q = (const int8_t *)xr;
         for (size_t n = n0; n < n1; n++) {
-            const uint8_t *row = job->w + n * job->row_bytes;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (size_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * sizeof(fx_block_q8_0);
+                const q8_block blk = q8_block_at(job, n, b);
                 uint16_t dh;
                 float dx;
-                memcpy(&dh, blk, sizeof dh);
+                memcpy(&dh, blk.d, sizeof dh);
                 memcpy(&dx, xr + 2 * k + b * sizeof dx, sizeof dx);
                 const float s = fx_f16_to_f32(dh) * dx;
-                const int8_t *qw = (const int8_t *)(blk + 2);
                 const int8_t *qx = q + b * FX_QK8_0;
                 for (int j = 0; j < 8; j++) {
                     int32_t p = 0;
-                    for (int t = 4 * j; t < 4 * j + 4; t++) p += qw[t] * qx[t];
+                    for (int t = 4 * j; t < 4 * j + 4; t++)
+                        p += (int8_t)(blk.q[t] ^ blk.flip) * qx[t];
                     acc[j] = fmaf(s, (float)p, acc[j]);
                 }
             }
@@ -196,13 +218,45 @@ FX_ALWAYS_INLINE FX_AVX2 float reduce8(__m256 v) {
     return _mm_cvtss_f32(s1);
 }
 
-/* MR x rows against NR weight rows over all K. One ymm per output holds
- * its 8 group sums: maddubs(|w|, sign(x, w)) gives pairs w*x + w*x (at
- * most 2 * 128 * 127 = 32512: no int16 saturation, since |x| <= 127) and
- * madd(., 1) the groups of 4, exactly. */
+/* Where NR weight rows' blocks are, in either layout: the current block's
+ * quants and scale per row, advanced by a fixed step per block; R12
+ * matrices change steps at every group of 8 blocks (q8_rows_seek). */
+typedef struct q8_rows {
+    const uint8_t *q[4], *d[4];
+    size_t q_step[4], d_step[4];
+    uint8_t flip; /* XOR that gives the int8 quants */
+} q8_rows;
+
+static void q8_rows_seek(q8_rows *rw, const fx_mm_job *job, size_t n,
+                         size_t nr, size_t b) {
+    const size_t nb = job->k / FX_QK8_0;
+    for (size_t j = 0; j < nr; j++) {
+        if (job->type == FX_WTYPE_Q8_0_R12) {
+            size_t q, d;
+            fx_q8_r12_at(job->n, nb, n + j, b, &q, &d);
+            const size_t left = job->n - (n + j) / FX_R12_ROWS * FX_R12_ROWS;
+            const size_t rows = left < FX_R12_ROWS ? left : FX_R12_ROWS;
+            rw->q[j] = job->w + q;
+            rw->d[j] = job->w + d;
+            rw->q_step[j] = rows / 2 * 64;
+            rw->d_step[j] = rows * 2;
+        } else {
+            rw->d[j] = job->w + (n + j) * job->row_bytes +
+                       b * sizeof(fx_block_q8_0);
+            rw->q[j] = rw->d[j] + 2;
+            rw->q_step[j] = rw->d_step[j] = sizeof(fx_block_q8_0);
+        }
+    }
+    rw->flip = job->type == FX_WTYPE_Q8_0_R12 ? 0x80 : 0;
+}
+
+/* MR x rows against NR weight rows (from row n) over all K. One ymm per
+ * output holds its 8 group sums: maddubs(|w|, sign(x, w)) gives pairs
+ * w*x + w*x (at most 2 * 128 * 127 = 32512: no int16 saturation, since
+ * |x| <= 127) and madd(., 1) the groups of 4, exactly. */
 FX_ALWAYS_INLINE FX_AVX2 void q8_tile(const int MR, const int NR,
-                                      const uint8_t *const *xr, size_t k,
-                                      const uint8_t *const *wr,
+                                      const uint8_t *const *xr,
+                                      const fx_mm_job *job, size_t n,
                                       float *const *yr) {
     __m256 acc[4][4];
     FX_UNROLL
@@ -210,19 +264,28 @@ FX_ALWAYS_INLINE FX_AVX2 void q8_tile(const int MR, const int NR,
         FX_UNROLL
         for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
-    const size_t nb = k / FX_QK8_0;
+    const size_t k = job->k, nb = k / FX_QK8_0;
+    const bool r12 = job->type == FX_WTYPE_Q8_0_R12;
+    q8_rows rw;
+    q8_rows_seek(&rw, job, n, (size_t)NR, 0);
+    const __m256i flip = _mm256_set1_epi8((char)rw.flip);
     for (size_t b = 0; b < nb; b++) {
-        const size_t off = b * sizeof(fx_block_q8_0);
+        if (r12 && b > 0 && b % FX_R12_GROUP == 0)
+            q8_rows_seek(&rw, job, n, (size_t)NR, b);
         __m256i w[4], aw[4];
         __m256 dw[4];
         FX_UNROLL
         for (int j = 0; j < NR; j++) {
-            _mm_prefetch((const char *)wr[j] + off + FX_PF_DIST, _MM_HINT_T0);
+            _mm_prefetch((const char *)rw.q[j] + FX_PF_DIST, _MM_HINT_T0);
             uint16_t dh;
-            memcpy(&dh, wr[j] + off, sizeof dh);
+            memcpy(&dh, rw.d[j], sizeof dh);
             dw[j] = _mm256_set1_ps(_cvtsh_ss(dh));
-            w[j] = _mm256_loadu_si256((const __m256i *)(wr[j] + off + 2));
+            w[j] = _mm256_xor_si256(
+                _mm256_loadu_si256((const __m256i *)(const void *)rw.q[j]),
+                flip);
             aw[j] = _mm256_abs_epi8(w[j]);
+            rw.q[j] += rw.q_step[j];
+            rw.d[j] += rw.d_step[j];
         }
         FX_UNROLL
         for (int i = 0; i < MR; i++) {
@@ -247,14 +310,14 @@ FX_ALWAYS_INLINE FX_AVX2 void q8_tile(const int MR, const int NR,
         for (int j = 0; j < NR; j++) yr[i][j] = reduce8(acc[i][j]);
 }
 
-typedef void (*q8_tile_fn)(const uint8_t *const *xr, size_t k,
-                           const uint8_t *const *wr, float *const *yr);
+typedef void (*q8_tile_fn)(const uint8_t *const *xr, const fx_mm_job *job,
+                           size_t n, float *const *yr);
 
 #define FX_Q8_TILE(MR, NR)                                                   \
-    static FX_AVX2 void q8t_##MR##x##NR(const uint8_t *const *xr, size_t k,  \
-                                        const uint8_t *const *wr,            \
+    static FX_AVX2 void q8t_##MR##x##NR(const uint8_t *const *xr,            \
+                                        const fx_mm_job *job, size_t n,      \
                                         float *const *yr) {                  \
-        q8_tile(MR, NR, xr, k, wr, yr);                                      \
+        q8_tile(MR, NR, xr, job, n, yr);                                     \
     }
 FX_Q8_TILE(1, 1) FX_Q8_TILE(1, 2) FX_Q8_TILE(1, 3) FX_Q8_TILE(1, 4)
 FX_Q8_TILE(2, 1) FX_Q8_TILE(2, 2) FX_Q8_TILE(3, 1) FX_Q8_TILE(3, 2)
@@ -280,9 +343,6 @@ static FX_AVX2 void q8_range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
     (void)scratch;
     for (size_t n = n0; n < n1; n += FX_Q8_GROUP) {
         const size_t g = min_sz(FX_Q8_GROUP, n1 - n);
-        const uint8_t *wr[FX_Q8_GROUP];
-        for (size_t j = 0; j < g; j++)
-            wr[j] = job->w + (n + j) * job->row_bytes;
         for (size_t m = 0; m < job->m; m += 4) {
             const size_t mr = min_sz(4, job->m - m);
             const uint8_t *xr[4];
@@ -295,7 +355,7 @@ static FX_AVX2 void q8_range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
                 const size_t nr = min_sz(q8_nr[mr - 1], g - j);
                 float *yn[4];
                 for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                q8_tiles[mr - 1][nr - 1](xr, job->k, wr + j, yn);
+                q8_tiles[mr - 1][nr - 1](xr, job, n + j, yn);
                 j += nr;
             }
         }

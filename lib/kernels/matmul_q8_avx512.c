@@ -167,6 +167,15 @@ typedef void (*tile_fn)(const uint8_t *const *xr, size_t k,
 FX_TILES(SRC_STREAM, s)
 FX_TILES(SRC_PACKED, p)
 
+/* The same set of shapes for R12 weights (tile_r12, below). */
+#define FX_R12_NP2(MR) FX_R12_FN(MR, 1, _) FX_R12_FN(MR, 2, _)
+#define FX_R12_NP3(MR) FX_R12_NP2(MR) FX_R12_FN(MR, 3, _)
+#define FX_R12_NP4(MR) FX_R12_NP3(MR) FX_R12_FN(MR, 4, _)
+#define FX_R12_NP6(MR) FX_R12_NP4(MR) FX_R12_FN(MR, 5, _) FX_R12_FN(MR, 6, _)
+#define FX_R12_TILES                                                         \
+    FX_R12_NP6(1) FX_R12_NP6(2) FX_R12_NP4(3) FX_R12_NP4(4) FX_R12_NP3(5)    \
+    FX_R12_NP3(6) FX_R12_NP2(7) FX_R12_NP2(8)
+
 #define FX_ROW2(MR, N) {t##MR##x1_##N, t##MR##x2_##N, 0, 0, 0, 0}
 #define FX_ROW3(MR, N) {t##MR##x1_##N, t##MR##x2_##N, t##MR##x3_##N, 0, 0, 0}
 #define FX_ROW4(MR, N)                                                       \
@@ -184,6 +193,151 @@ static const tile_fn tiles[2][FX_MR_MAX][FX_NP_MAX] = {FX_TABLE(s),
 static const size_t wide_np[FX_MR_MAX] = {6, 6, 4, 4, 3, 3, 2, 2};
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* ---- R12 weights (kernels.h): a tile is one sequential stream ---- */
+
+/* Software prefetch distance in the tile's stream, bytes. */
+#ifndef FX_Q8_PF
+#define FX_Q8_PF 1024
+#endif
+
+/* vpermps patterns: lanes 0-7 take scale 2p, lanes 8-15 scale 2p + 1. */
+static const int32_t pair_lanes[FX_R12_ROWS / 2][16]
+    __attribute__((aligned(64))) = {
+        {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+        {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+        {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+        {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+        {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11}};
+
+/* MR x rows against pairs p0..p0+NP-1 of the tile at `tile` (rows rows).
+ * The same operations as tile() on the same values: a block's scales
+ * come in one widening of all the tile's f16 scales, each pair's spread
+ * over its two halves by a permute (exact). pf: also prefetch the stream
+ * FX_Q8_PF bytes ahead (the first pass over a tile). */
+FX_ALWAYS_INLINE FX_VNNI void tile_r12(const int MR, const int NP,
+                                       const uint8_t *const *xr, size_t k,
+                                       const uint8_t *tile, size_t rows,
+                                       size_t p0, bool pf, float *const *yr) {
+    __m512 acc[FX_MR_MAX][FX_NP_MAX];
+    FX_UNROLL
+    for (int i = 0; i < MR; i++)
+        FX_UNROLL
+        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    __m512i lanes[FX_NP_MAX];
+    FX_UNROLL
+    for (int j = 0; j < NP; j++)
+        lanes[j] = _mm512_load_si512((const void *)pair_lanes[p0 + (size_t)j]);
+    const size_t nb = k / FX_QK8_0, pair_bytes = rows / 2 * 64;
+    const __mmask16 scale_mask = (__mmask16)((1u << rows) - 1);
+    const uint8_t *pf_at = tile + FX_Q8_PF;
+    for (size_t g = 0; g < nb; g += FX_R12_GROUP) {
+        const size_t gb = min_sz(FX_R12_GROUP, nb - g);
+        const uint8_t *scales = tile + g * rows * sizeof(fx_block_q8_0);
+        const uint8_t *quants = scales + gb * rows * 2;
+        for (size_t i = 0; i < gb; i++) {
+            const size_t b = g + i;
+            const uint8_t *qb = quants + i * pair_bytes + p0 * 64;
+            if (pf) {
+                const uint8_t *end = quants + (i + 1) * pair_bytes + FX_Q8_PF;
+                for (; pf_at < end; pf_at += 64)
+                    _mm_prefetch((const char *)pf_at, _MM_HINT_T0);
+            }
+            /* Masked: a small last tile's scales may end the matrix. */
+            const __m512 s16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                scale_mask, (const void *)(scales + i * rows * 2)));
+            __m512i w[FX_NP_MAX];
+            FX_UNROLL
+            for (int j = 0; j < NP; j++)
+                w[j] = _mm512_loadu_si512((const void *)(qb + 64 * j));
+            /* permute(s16 * dx) == permute(s16) * dx, bit for bit: one row
+             * multiplies first and permutes per pair; more rows permute
+             * once per pair (a cross-lane permute costs more than a
+             * multiply) and multiply per row and pair. */
+            __m512 sp[FX_NP_MAX];
+            if (MR > 1) {
+                FX_UNROLL
+                for (int j = 0; j < NP; j++)
+                    sp[j] = _mm512_permutexvar_ps(lanes[j], s16);
+            }
+            FX_UNROLL
+            for (int r = 0; r < MR; r++) {
+                const __m512i xv = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(xr[r] + FX_QK8_0 * b)));
+                const __m512i nc = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    (const __m256i *)(xr[r] + k + 32 * b)));
+                float dx;
+                memcpy(&dx, xr[r] + 2 * k + b * sizeof dx, sizeof dx);
+                const __m512 vdx = _mm512_set1_ps(dx);
+                const __m512 sx = MR == 1 ? _mm512_mul_ps(s16, vdx) : s16;
+                FX_UNROLL
+                for (int j = 0; j < NP; j++) {
+                    const __m512i p = _mm512_dpbusd_epi32(nc, w[j], xv);
+                    const __m512 scale =
+                        MR == 1 ? _mm512_permutexvar_ps(lanes[j], sx)
+                                : _mm512_mul_ps(sp[j], vdx);
+                    acc[r][j] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p),
+                                                acc[r][j]);
+                }
+            }
+        }
+    }
+    FX_UNROLL
+    for (int r = 0; r < MR; r++)
+        FX_UNROLL
+        for (int j = 0; j < NP; j++)
+            reduce_pair(acc[r][j], &yr[r][2 * j], &yr[r][2 * j + 1]);
+}
+
+typedef void (*tile_r12_fn)(const uint8_t *const *xr, size_t k,
+                            const uint8_t *tile, size_t rows, size_t p0,
+                            bool pf, float *const *yr);
+
+#define FX_R12_FN(MR, NP, N)                                                 \
+    static FX_VNNI void r##MR##x##NP(                                        \
+        const uint8_t *const *xr, size_t k, const uint8_t *tile,             \
+        size_t rows, size_t p0, bool pf, float *const *yr) {                 \
+        tile_r12(MR, NP, xr, k, tile, rows, p0, pf, yr);                     \
+    }
+FX_R12_TILES
+
+#define FX_R12_ROW2(MR) {r##MR##x1, r##MR##x2, 0, 0, 0, 0}
+#define FX_R12_ROW3(MR) {r##MR##x1, r##MR##x2, r##MR##x3, 0, 0, 0}
+#define FX_R12_ROW4(MR) {r##MR##x1, r##MR##x2, r##MR##x3, r##MR##x4, 0, 0}
+#define FX_R12_ROW6(MR)                                                      \
+    {r##MR##x1, r##MR##x2, r##MR##x3, r##MR##x4, r##MR##x5, r##MR##x6}
+static const tile_r12_fn tiles_r12[FX_MR_MAX][FX_NP_MAX] = {
+    FX_R12_ROW6(1), FX_R12_ROW6(2), FX_R12_ROW4(3), FX_R12_ROW4(4),
+    FX_R12_ROW3(5), FX_R12_ROW3(6), FX_R12_ROW2(7), FX_R12_ROW2(8)};
+
+/* Tiles in order, each read from memory once: the rows in chunks of 8,
+ * later chunks finding the tile in L1/L2. n0 is a multiple of 12
+ * (task_cols), n1 a multiple of 12 or the last row. */
+static FX_VNNI void range_small_r12(const fx_mm_job *job, size_t n0,
+                                    size_t n1) {
+    const size_t nb = job->k / FX_QK8_0;
+    for (size_t n = n0; n < n1; n += FX_R12_ROWS) {
+        const size_t rows = min_sz(FX_R12_ROWS, job->n - n), pairs = rows / 2;
+        const uint8_t *tile = job->w + n * nb * sizeof(fx_block_q8_0);
+        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
+            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
+            const size_t nw = wide_np[mr - 1];
+            const uint8_t *xr[FX_MR_MAX];
+            for (size_t i = 0; i < mr; i++)
+                xr[i] = job->xq + (m + i) * job->xq_ld;
+            for (size_t p = 0; p < pairs;) {
+                const size_t np = min_sz(nw, pairs - p);
+                float *yn[FX_MR_MAX];
+                for (size_t i = 0; i < mr; i++)
+                    yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
+                tiles_r12[mr - 1][np - 1](xr, job->k, tile, rows, p,
+                                          m == 0 && p == 0, yn);
+                p += np;
+            }
+        }
+    }
+}
 
 /* ---- small M: stream W once, straight from storage ---- */
 
@@ -236,9 +390,23 @@ static FX_VNNI void pack_group(const fx_mm_job *job, size_t n, size_t nn,
                                uint8_t *panel) {
     const size_t nb = job->k / FX_QK8_0;
     for (size_t p = 0; p < (nn + 1) / 2; p++) {
+        uint8_t *dst = panel + p * nb * FX_Q8_PK_BYTES;
+        if (job->type == FX_WTYPE_Q8_0_R12) {
+            /* n is even and N too: both rows of the pair are in one tile,
+             * their quants already together, already +128. */
+            for (size_t b = 0; b < nb; b++) {
+                size_t q, d;
+                fx_q8_r12_at(job->n, nb, n + 2 * p, b, &q, &d);
+                _mm512_store_si512((void *)(dst + b * FX_Q8_PK_BYTES),
+                                   _mm512_loadu_si512(
+                                       (const void *)(job->w + q)));
+                _mm512_store_ps((void *)(dst + b * FX_Q8_PK_BYTES + 64),
+                                pair_scales(job->w + d, job->w + d + 2));
+            }
+            continue;
+        }
         const uint8_t *r0 = job->w + (n + 2 * p) * job->row_bytes;
         const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
-        uint8_t *dst = panel + p * nb * FX_Q8_PK_BYTES;
         for (size_t b = 0; b < nb; b++) {
             const size_t off = b * sizeof(fx_block_q8_0);
             _mm512_store_si512((void *)(dst + b * FX_Q8_PK_BYTES),
@@ -303,7 +471,8 @@ static FX_VNNI bool range_packed(const fx_mm_job *job, size_t n0, size_t n1,
 static FX_VNNI void range_vnni(const fx_mm_job *job, size_t n0, size_t n1,
                                float *scratch) {
     if (job->m > FX_Q8_STREAM_M && range_packed(job, n0, n1, scratch)) return;
-    range_small(job, n0, n1);
+    if (job->type == FX_WTYPE_Q8_0_R12) range_small_r12(job, n0, n1);
+    else range_small(job, n0, n1);
 }
 
 fx_mm_range_fn fx_mm_q8_avx512_range(void) { return range_vnni; }

@@ -64,12 +64,24 @@ typedef struct fx_weights {
     fx_matrix output;                /* tok_embd itself when tied */
     const float *rope_freqs;         /* [n_rot/2] or NULL */
     fx_layer_weights *layers;        /* [n_layer] */
+    void *repacked;                  /* fx_weights_repack's copy, or NULL */
 } fx_weights;
 
 /* Points every field into the mapped file; fx_hparams_load must have
  * checked the tensor table first. */
 fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
                           const fx_alloc *alloc, fx_weights *w, fx_error *err);
+/* Copies the Q8_0 matrices the matmuls read (not the embedding table,
+ * which is read by row, nor an output tied to it) into FX_WTYPE_Q8_0_R12,
+ * one allocation of the same size, and points them there: the same bits
+ * out of every matmul, a decode step's weights read as one stream per
+ * tile (kernels.h). The file's pages of those tensors are then released
+ * (fx_gguf_release), so the copy does not double the resident memory.
+ * On failure w is unchanged. */
+fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
+                            const fx_gguf *gguf, const fx_alloc *alloc,
+                            fx_error *err);
+/* Frees what bind and repack allocated. */
 void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
 
 /* ---- KV storage, as the forward pass sees it ----
