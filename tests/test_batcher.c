@@ -974,6 +974,51 @@ static void test_default_kv_cap(void **state) {
     fx_model_free(m);
 }
 
+/* FX_MODEL_MAPPED_WEIGHTS computes from the file mapping; by default the
+ * weights are copied (and repacked where the kernels prefer it): the same
+ * tokens either way, for every weight type (RELIABILITY: the same bits
+ * whatever the layout). */
+static void test_mapped_weights(void **state) {
+    (void)state;
+    const uint32_t types[] = {0, 1, 30, 8};
+    for (int t = 0; t < 4; t++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.type = types[t];
+        spec.seed = 5 + (uint64_t)t;
+        gw_buf buf = {0};
+        gw_build_model(&buf, &spec);
+        const char *path = fx_test_tmp_path("mapped.gguf");
+        assert_int_equal(gw_write_file(&buf, path), 0);
+        gw_free(&buf);
+        outcome o[2];
+        int32_t prompt[12];
+        prompt_of(prompt, 12, 3);
+        for (int mapped = 0; mapped < 2; mapped++) {
+            fx_model_params mp;
+            fx_model_params_init(&mp);
+            mp.flags = mapped ? FX_MODEL_MAPPED_WEIGHTS : 0;
+            fx_model *m = NULL;
+            char err[256];
+            if (fx_model_load(path, &mp, &m, err, sizeof err) != FX_OK)
+                fail_msg("load (mapped %d): %s", mapped, err);
+            solo(m, prompt, 12, 40, 0.8f, 9, &o[mapped]);
+            fx_model_free(m);
+        }
+        remove(path);
+        assert_int_equal(o[0].n_ids, 40);
+        assert_int_equal(o[1].n_ids, o[0].n_ids);
+        assert_memory_equal(o[1].ids, o[0].ids, o[0].n_ids * sizeof *o[0].ids);
+    }
+    /* A flag from a newer header is refused, not ignored. */
+    fx_model_params mp;
+    fx_model_params_init(&mp);
+    mp.flags = 0x4u;
+    fx_model *m = NULL;
+    assert_int_equal(fx_model_load(model_path, &mp, &m, NULL, 0),
+                     FX_ERR_INVALID_ARG);
+}
+
 static int setup(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -996,6 +1041,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_handles),
+        cmocka_unit_test(test_mapped_weights),
         cmocka_unit_test(test_admission_order),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_prefix_cache),

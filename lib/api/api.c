@@ -84,12 +84,13 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
-    if (p.flags & ~FX_MODEL_VOCAB_ONLY) {
+    if (p.flags & ~(FX_MODEL_VOCAB_ONLY | FX_MODEL_MAPPED_WEIGHTS)) {
         /* Refused like unknown batcher and request flags: a flag from a
          * newer header must not be silently ignored by an older library. */
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
                      "fx_model_params.flags: unknown bits 0x%x",
-                     (unsigned)(p.flags & ~FX_MODEL_VOCAB_ONLY));
+                     (unsigned)(p.flags & ~(FX_MODEL_VOCAB_ONLY |
+                                            FX_MODEL_MAPPED_WEIGHTS)));
         fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
@@ -138,7 +139,8 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
                                   &model->weights, &load_err)) != FX_OK)
             goto fail;
         model->has_weights = 1;
-        if ((st = fx_weights_repack(&model->weights, &model->hp, model->gguf,
+        if (!(p.flags & FX_MODEL_MAPPED_WEIGHTS) &&
+            (st = fx_weights_repack(&model->weights, &model->hp, model->gguf,
                                     &alloc, &load_err)) != FX_OK)
             goto fail;
     }
