@@ -337,7 +337,7 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         same bits either way); measured on
                                         the 246M model, one-row decode
                                         without the copy: F32 0.87x, F16
-                                        0.86x, Q8_0 0.91-0.95x */
+                                        0.80x, Q8_0 0.75x */
 
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {
@@ -1160,11 +1160,7 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
                                            pinned) */
 #define FX_BATCHER_FAST 0x2u /**< large F32 matmuls on OpenBLAS (loaded
                                 by fx_batcher_create; without it, or where
-                                our kernels are faster, nothing changes;
-                                on a CPU with AVX-512 the model's F32
-                                weights are repacked for our kernels,
-                                which OpenBLAS's own AVX-512 sgemm only
-                                matched, and stay with them):
+                                our kernels are faster, nothing changes):
                                 faster prefill, but a row's last bits (and
                                 so its tokens) may depend on the batch.
                                 OpenBLAS runs on its own threads

@@ -76,10 +76,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
                 memcpy(dst + 2 * j, &h, 2);
             }
             break;
-        case FX_WTYPE_Q8_0_R12:
-        case FX_WTYPE_F32_R12:
-        case FX_WTYPE_F16_R12:
-        case FX_WTYPE_BF16_R12: fail(); break; /* repack_r12 the base */
+        case FX_WTYPE_Q8_0_R12: fail(); break; /* repack_r12 a Q8_0 one */
         case FX_WTYPE_Q8_0: {
             fx_block_q8_0 *blk = malloc(rb);
             assert_non_null(blk);
@@ -172,24 +169,24 @@ typedef struct shape {
     size_t m, n, k;
 } shape;
 
-/* The same matrix of type t repacked (fx_repack_r12). */
-static uint8_t *repack_r12(const uint8_t *w, fx_wtype t, size_t n, size_t k) {
-    const size_t bytes = fx_wtype_row_bytes(t, k) * n;
+/* The same Q8_0 matrix repacked (fx_q8_0_repack_r12). */
+static uint8_t *repack_r12(const uint8_t *w, size_t n, size_t k) {
+    const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
     uint8_t *out = malloc(bytes);
     assert_non_null(out);
-    assert_int_equal(fx_repack_r12(out, w, t, n, k), FX_OK);
+    assert_int_equal(fx_q8_0_repack_r12(out, w, n, k), FX_OK);
     return out;
 }
 
 /* Every ISA, thread count and batch against the portable path run one
- * row at a time. For an R12 type the reference is the portable path on
- * the matrix before repacking: the layout must not change a bit. */
+ * row at a time. For R12 the reference is the portable Q8_0 path on the
+ * matrix before repacking: the layout must not change a bit. */
 static void check_invariance(fx_wtype t, shape sh) {
     const size_t ldx = sh.k + 3;
-    const bool r12 = fx_wtype_is_r12(t);
-    const fx_wtype t_ref = fx_wtype_base(t);
+    const bool r12 = t == FX_WTYPE_Q8_0_R12;
+    const fx_wtype t_ref = r12 ? FX_WTYPE_Q8_0 : t;
     uint8_t *w_ref = make_weights(t_ref, sh.n, sh.k, sh.n * 131 + sh.k);
-    uint8_t *w = r12 ? repack_r12(w_ref, t_ref, sh.n, sh.k) : w_ref;
+    uint8_t *w = r12 ? repack_r12(w_ref, sh.n, sh.k) : w_ref;
     float *x = make_x(sh.m, sh.k, ldx, sh.k);
 
     /* The reference: the portable path, one thread, each row alone. */
@@ -274,57 +271,6 @@ static void test_invariance_q8_0_r12(void **state) {
                             {9, 12, 32},    {40, 122, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_invariance(FX_WTYPE_Q8_0_R12, shapes[s]);
-}
-
-/* The float R12 types: tiles of 12 and short last ones (N = 2, 10, 14,
- * 26, 98), one chunk of 8 and many (K = 8 .. 2816), several K slabs of
- * the large-M path (K > 256), every ISA (AVX-512 streams them; the others
- * read them element by element) and every batch up to 150 rows. */
-static void test_invariance_float_r12(void **state) {
-    (void)state;
-    const shape shapes[] = {{37, 2, 8},   {37, 14, 64},  {70, 26, 264},
-                            {40, 98, 96}, {150, 10, 520}, {9, 24, 2816}};
-    const fx_wtype types[] = {FX_WTYPE_F32_R12, FX_WTYPE_F16_R12,
-                              FX_WTYPE_BF16_R12};
-    for (size_t t = 0; t < 3; t++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            check_invariance(types[t], shapes[s]);
-    /* Shapes the layout cannot hold are refused. */
-    float w[16] = {0}, x[8] = {0}, y[2];
-    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
-    assert_int_equal(fx_matmul(kc, x, 8, 1, w, FX_WTYPE_F32_R12, 1, 8, y, 1,
-                               0),
-                     FX_ERR_INVALID_ARG); /* odd N */
-    assert_int_equal(fx_matmul(kc, x, 4, 1, w, FX_WTYPE_F32_R12, 2, 4, y, 2,
-                               0),
-                     FX_ERR_INVALID_ARG); /* K % 8 */
-    fx_kernels_free(kc);
-    assert_int_equal(fx_repack_r12(y, w, FX_WTYPE_F16, 2, 4),
-                     FX_ERR_INVALID_ARG);
-    assert_int_equal(fx_repack_r12(y, w, FX_WTYPE_Q8_0_R12, 2, 32),
-                     FX_ERR_INVALID_ARG);
-}
-
-/* Every float of a repacked matrix where fx_float_r12_at says, once. */
-static void test_float_r12_layout(void **state) {
-    (void)state;
-    const size_t n = 26, k = 40;
-    uint32_t *w = malloc(n * k * 4), *r = malloc(n * k * 4);
-    unsigned char *seen = calloc(n * k, 1);
-    assert_true(w && r && seen);
-    for (size_t i = 0; i < n * k; i++) w[i] = (uint32_t)i * 2654435761u;
-    assert_int_equal(fx_repack_r12(r, w, FX_WTYPE_F32, n, k), FX_OK);
-    for (size_t row = 0; row < n; row++)
-        for (size_t e = 0; e < k; e++) {
-            const size_t at = fx_float_r12_at(n, k, 4, row, e / 8) / 4 + e % 8;
-            assert_true(at < n * k);
-            assert_int_equal(r[at], w[row * k + e]);
-            seen[at]++;
-        }
-    for (size_t i = 0; i < n * k; i++) assert_int_equal(seen[i], 1);
-    free(seen);
-    free(r);
-    free(w);
 }
 
 /* The repacked matrix holds every block once, where fx_q8_r12_at says:
@@ -881,8 +827,6 @@ int main(void) {
         cmocka_unit_test(test_invariance_q8_0),
         cmocka_unit_test(test_invariance_q8_0_r12),
         cmocka_unit_test(test_r12_layout),
-        cmocka_unit_test(test_invariance_float_r12),
-        cmocka_unit_test(test_float_r12_layout),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_q8_definition),
         cmocka_unit_test(test_q8_accuracy),

@@ -10,8 +10,9 @@
 #   mode, llama.cpp's figures as open points;
 #   prefill tokens/s, one bar per weight type and mode, llama.cpp's next
 #   to them;
-#   roofline_fraction of decode against rows (roofline_fraction_paired
-#   where the run has it), and of prefill;
+#   roofline_fraction of decode against rows (roofline_fraction_interleaved
+#   where the run has it, else roofline_fraction_paired, else the plain
+#   one), and of prefill;
 #   the roofline measured with each run (bandwidth GB/s, peak GFLOP/s).
 # The reference file defaults to llama-cpp-reference.txt next to this
 # script (weight_type phase rows tokens_per_s; '#' comments).
@@ -69,9 +70,11 @@ function field(line, key,    i, rest) {
     key = phase SUBSEP wt SUBSEP mode SUBSEP rows
     if (!(key in val)) order[++n] = key
     val[key] = v
-    # Decode lines paired with their own bandwidth probes (ferrox-bench
-    # --help) are measured against that; older runs have only the other.
-    f = field($0, "roofline_fraction_paired")
+    # Decode: against read passes run between its own steps, else against
+    # probes right around each repeat (ferrox-bench --help); older runs
+    # have only the plain fraction.
+    f = field($0, "roofline_fraction_interleaved")
+    if (f == "") f = field($0, "roofline_fraction_paired")
     frac[key] = f != "" ? f : field($0, "roofline_fraction")
 }
 END {
@@ -155,7 +158,7 @@ colour() {
     fi
     # roofline fractions
     echo "set xtics norotate; set yrange [0:*]; set offsets 0,0,0,0"
-    echo "set title 'roofline fraction: decode = weight bytes/s / bandwidth (paired)'; set key top right"
+    echo "set title 'roofline fraction: decode = weight bytes/s / bandwidth (interleaved)'; set key top right"
     echo "set logscale x 2; set xrange [0.8:48]; set xlabel 'rows in flight'; set ylabel 'fraction'"
     printf "plot "
     sep=

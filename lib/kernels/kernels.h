@@ -62,24 +62,11 @@ typedef enum fx_wtype {
     FX_WTYPE_F16 = 1,   /* wv = the half widened (exact) */
     FX_WTYPE_Q8_0 = 8,  /* integer dots on quantized x (see the top) */
     FX_WTYPE_BF16 = 30, /* wv = the bfloat16 widened (exact) */
-    /* Not ggml types (no file can declare them): weights repacked at load
-     * (fx_repack_r12) into the order the kernels read them, 12 rows at a
-     * time; the same bytes per row and the same arithmetic as the type
-     * they come from (0x100 + its id; below). */
-    FX_WTYPE_F32_R12 = 0x100,
-    FX_WTYPE_F16_R12 = 0x101,
-    FX_WTYPE_Q8_0_R12 = 0x108,
-    FX_WTYPE_BF16_R12 = 0x11e
+    /* Not a ggml type (no file can declare it): Q8_0 weights repacked at
+     * load by fx_q8_0_repack_r12 into the order the kernels read them, the
+     * same bytes per row and the same arithmetic as Q8_0 (below). */
+    FX_WTYPE_Q8_0_R12 = 0x108
 } fx_wtype;
-
-#define FX_WTYPE_R12_BIT 0x100
-/* The storage type an R12 type repacks (t itself for the others). */
-static inline fx_wtype fx_wtype_base(fx_wtype t) {
-    return (fx_wtype)((unsigned)t & ~(unsigned)FX_WTYPE_R12_BIT);
-}
-static inline bool fx_wtype_is_r12(fx_wtype t) {
-    return ((unsigned)t & FX_WTYPE_R12_BIT) != 0;
-}
 
 #define FX_QK8_0 32 /* elements per Q8_0 block */
 
@@ -120,37 +107,17 @@ const char *fx_wtype_name(fx_wtype t);
 #define FX_R12_ROWS 12
 #define FX_R12_GROUP 8
 
-/* ---- F32, F16 and BF16 in 12-row tiles (FX_WTYPE_*_R12) ----
- *
- * The same tiles of 12 rows (a short last one of R = N mod 12 rows, tile t
- * at the byte where row 12 t starts), each a sequence of chunks of 8
- * elements: chunk c of a tile of R rows is R * 8 elements, row r's
- * elements 8c..8c+7 at r * 8 -- so a pair of rows (2p, 2p+1) is 16
- * consecutive elements, exactly a zmm of the AVX-512 tile (kernels.h's
- * order: lane k % 8 of each row). N even and K % 8 == 0. */
-
-/* Byte offset of row n's elements 8c..8c+7 in an R12 float matrix of
- * n_rows rows of k elements of esize bytes. */
-static inline size_t fx_float_r12_at(size_t n_rows, size_t k, size_t esize,
-                                     size_t n, size_t c) {
-    const size_t t = n / FX_R12_ROWS, r = n % FX_R12_ROWS;
-    const size_t left = n_rows - t * FX_R12_ROWS;
-    const size_t rows = left < FX_R12_ROWS ? left : FX_R12_ROWS;
-    return (t * FX_R12_ROWS * k + (c * rows + r) * 8) * esize;
-}
-
-/* dst (same size as src, not overlapping) = n rows of k elements of
- * type t (F32, F16, BF16 or Q8_0) at src in t's R12 layout above. n even,
- * k % 8 == 0 (Q8_0: k % 32 == 0), else FX_ERR_INVALID_ARG. */
-fx_status fx_repack_r12(void *dst, const void *src, fx_wtype t, size_t n,
-                        size_t k);
+/* dst (same size as src, not overlapping) = n rows of k elements of Q8_0
+ * at src in the layout above. n even and k % 32 == 0, else
+ * FX_ERR_INVALID_ARG. */
 fx_status fx_q8_0_repack_r12(void *dst, const void *src, size_t n, size_t k);
 
-/* Whether the matmuls of this CPU's best ISA stream type t faster
- * repacked: Q8_0 everywhere (every path reads it), F16 and BF16 where the
- * AVX-512 path exists (the other paths read float R12 through a slow
- * element-by-element form, correct but only there for tests), F32 never
- * (measured: matmul.c). */
+/* Whether the kernels stream type t faster repacked into its R12 form:
+ * Q8_0 only. Measured, decode of the 246M model, both layouts copied into
+ * huge pages, binaries alternated: Q8_0 R12 1.20x at one row, 1.03x at
+ * 16, 0.93x at 4; an F16 R12 form (same tiles, chunks of 8 elements) was
+ * 1.12x at one row but 0.82x at 4 and at 16, so the float types stay in
+ * rows. */
 bool fx_kernels_prefer_r12(fx_wtype t);
 
 /* Where row n's block b lives in an R12 matrix of n_rows rows and nb
@@ -275,7 +242,7 @@ bool fx_kernels_fast_uses_blas(fx_kernels *kc);
 /* y[m][n] (row stride ldy) = sum_k x[m][k] (row stride ldx) * w[n][k], for
  * m < M, n < N, k < K, in the order at the top of this file. w holds N rows
  * of fx_wtype_row_bytes(wtype, K) bytes each, as GGUF stores a [K, N]
- * tensor (the R12 types: the same bytes repacked, N even). No
+ * tensor (FX_WTYPE_Q8_0_R12: the same bytes repacked, N even). No
  * allocation (but the loader's, when a first FX_MATMUL_FAST call loads
  * OpenBLAS); safe to call from one thread at a time per context. y must
  * not overlap x or w. FX_ERR_TOO_LARGE: a Q8_0 K too long for the

@@ -58,28 +58,18 @@ static int type_index(fx_wtype t) {
     case FX_WTYPE_BF16: return 2;
     case FX_WTYPE_Q8_0:
     case FX_WTYPE_Q8_0_R12: return 3;
-    case FX_WTYPE_F16_R12: return 1;
-    case FX_WTYPE_BF16_R12: return 2;
     case FX_WTYPE_F32:
     default: return 0;
     }
 }
 
 size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
-    if (fx_wtype_is_r12(t)) {
-        const fx_wtype base = fx_wtype_base(t);
-        /* the tiles hold chunks of 8 */
-        if (base != FX_WTYPE_Q8_0 && k % 8 != 0) return 0;
-        if (base != FX_WTYPE_F32 && base != FX_WTYPE_F16 &&
-            base != FX_WTYPE_BF16 && base != FX_WTYPE_Q8_0)
-            return 0;
-        return fx_wtype_row_bytes(base, k);
-    }
     switch (t) {
     case FX_WTYPE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
     case FX_WTYPE_F16:
     case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
     case FX_WTYPE_Q8_0:
+    case FX_WTYPE_Q8_0_R12:
         if (k % FX_QK8_0 != 0) return 0;
         return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
     default: return 0;
@@ -93,9 +83,6 @@ const char *fx_wtype_name(fx_wtype t) {
     case FX_WTYPE_BF16: return "bf16";
     case FX_WTYPE_Q8_0: return "q8_0";
     case FX_WTYPE_Q8_0_R12: return "q8_0_r12";
-    case FX_WTYPE_F32_R12: return "f32_r12";
-    case FX_WTYPE_F16_R12: return "f16_r12";
-    case FX_WTYPE_BF16_R12: return "bf16_r12";
     default: return "unknown";
     }
 }
@@ -103,50 +90,38 @@ const char *fx_wtype_name(fx_wtype t) {
 /* ---- portable path: the definition in kernels.h, written literally ----
  * (F32, F16, BF16; Q8_0 is fx_mm_q8_portable) */
 
-/* The weight whose bytes start at p, as an f32 (exact). */
-static float weight_value(fx_wtype t, const uint8_t *p) {
-    switch (fx_wtype_base(t)) {
+static float weight_at(fx_wtype t, const uint8_t *row, size_t k) {
+    switch (t) {
     case FX_WTYPE_F16: {
         uint16_t h;
-        memcpy(&h, p, 2);
+        memcpy(&h, row + 2 * k, 2);
         return fx_f16_to_f32(h);
     }
     case FX_WTYPE_BF16: {
         uint16_t h;
-        memcpy(&h, p, 2);
+        memcpy(&h, row + 2 * k, 2);
         return fx_bf16_to_f32(h);
     }
     case FX_WTYPE_F32:
     default: {
         float f;
-        memcpy(&f, p, 4);
+        memcpy(&f, row + 4 * k, 4);
         return f;
     }
     }
 }
 
-/* Also the other ISAs' form for R12 float weights (element by element
- * through fx_float_r12_at): the model repacks them only where the
- * AVX-512 path reads them (fx_kernels_prefer_r12). */
 void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
                           float *scratch) {
     (void)scratch;
-    const bool r12 = fx_wtype_is_r12(job->type);
-    const size_t esize = job->k ? job->row_bytes / job->k : 4;
     for (size_t m = 0; m < job->m; m++) {
         const float *x = job->x + m * job->ldx;
         for (size_t n = n0; n < n1; n++) {
             const uint8_t *row = job->w + n * job->row_bytes;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (size_t k = 0; k < job->k; k++) {
-                const uint8_t *at =
-                    r12 ? job->w +
-                              fx_float_r12_at(job->n, job->k, esize, n, k / 8) +
-                              (k % 8) * esize
-                        : row + k * esize;
-                acc[k % 8] = fmaf(x[k], weight_value(job->type, at),
+            for (size_t k = 0; k < job->k; k++)
+                acc[k % 8] = fmaf(x[k], weight_at(job->type, row, k),
                                   acc[k % 8]);
-            }
             job->y[m * job->ldy + n] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
                                        ((acc[1] + acc[5]) + (acc[3] + acc[7]));
         }
@@ -375,20 +350,7 @@ void fx_kernels_free(fx_kernels *kc) {
     fx_free(&alloc, kc);
 }
 
-/* Measured, one-row decode of the 246M model, binaries alternated (the
- * rows layout also copied into huge pages, so only the order differs):
- * F16 R12 1.08x; F32 R12 0.96x -- twelve prefetched row streams within
- * huge pages serve F32's light arithmetic better -- so F32 stays in rows. */
-bool fx_kernels_prefer_r12(fx_wtype t) {
-    switch (t) {
-    case FX_WTYPE_Q8_0: return true;
-    case FX_WTYPE_F16:
-    case FX_WTYPE_BF16:
-        return fx_cpu_has_avx2() && fx_cpu_has_avx512() &&
-               fx_mm_avx512_range() != NULL;
-    default: return false;
-    }
-}
+bool fx_kernels_prefer_r12(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
 
 fx_isa fx_kernels_isa(const fx_kernels *kc) {
     return kc ? kc->isa : FX_ISA_PORTABLE;
@@ -466,7 +428,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         /* Q8_0 needs k % 32 == 0; R12 pairs its rows */
         if (k > 0 && fx_wtype_row_bytes(o->wtype, k) == 0)
             return FX_ERR_INVALID_ARG;
-        if (fx_wtype_is_r12(o->wtype) && o->n % 2 != 0)
+        if (o->wtype == FX_WTYPE_Q8_0_R12 && o->n % 2 != 0)
             return FX_ERR_INVALID_ARG;
     }
     if (k == 0) {
@@ -506,7 +468,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         run.range[j] = kc->range[type_index(o->wtype)];
         run.cols[j] = task_cols(o->n, threads);
         /* An R12 task starts at a tile (and 24 keeps the multiple of 8) */
-        if (fx_wtype_is_r12(o->wtype))
+        if (o->wtype == FX_WTYPE_Q8_0_R12)
             run.cols[j] = (run.cols[j] + 23) / 24 * 24;
         run.first_task[j + 1] =
             run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];

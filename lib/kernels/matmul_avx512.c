@@ -48,7 +48,6 @@
 /* Weight sources of a tile: the storage types, or a packed f32 panel.
  * (Q8_0 is in matmul_q8_avx512.c.) */
 enum { SRC_F32, SRC_F16, SRC_BF16, SRC_PACKED };
-#define TILED 0x100 /* with a storage source: its R12 form */
 
 /* fx_cpu_has_*: lib/kernels/cpu.c */
 
@@ -131,39 +130,10 @@ FX_ALWAYS_INLINE FX_AVX512 void reduce_pair(__m512 v, float *lo, float *hi) {
  * panel (16 floats per group of 8 k) and kn is a multiple of 8, the
  * padding already in the panel and in the x block. */
 FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
-                                       const int src, const int tiled,
-                                       const float *const *xr,
+                                       const int src, const float *const *xr,
                                        const uint8_t *const *wr, size_t kn,
-                                       size_t wstride,
                                        __m512 acc[FX_MR_MAX][FX_NP_MAX]) {
     size_t k = 0;
-    if (tiled) {
-        /* R12 (kernels.h): pair j's 16 weights of chunk c at wr[j] + c *
-         * wstride, one stream per tile, left to the hardware prefetcher:
-         * software prefetch 0.5-8 KiB ahead measured slower or equal here
-         * (unlike the Q8_0 tiles, which do more work per byte). kn % 8 ==
-         * 0. */
-        const size_t esize = src == SRC_F32 ? 4 : 2;
-        for (size_t c = 0; k < kn; k += 8, c++) {
-            __m512 wv[FX_NP_MAX];
-            FX_UNROLL
-            for (int j = 0; j < NP; j++) {
-                const uint8_t *at = wr[j] + c * wstride;
-                wv[j] = esize == 4
-                            ? _mm512_loadu_ps((const float *)(const void *)at)
-                            : widen_halves(src, _mm256_loadu_si256(
-                                                    (const __m256i *)(const void *)at));
-            }
-            FX_UNROLL
-            for (int i = 0; i < MR; i++) {
-                __m512 xv = bcast_x(xr[i] + k);
-                FX_UNROLL
-                for (int j = 0; j < NP; j++)
-                    acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-            }
-        }
-        return;
-    }
     if (src == SRC_PACKED) {
         for (; k < kn; k += 8) {
             __m512 wv[FX_NP_MAX];
@@ -223,11 +193,9 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
  * yr[i][2j+1]). half: the last pair has only its low column; its high
  * half is computed on a stand-in and never stored. */
 FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
-                                     const int src, const int tiled,
-                                     const float *const *xr,
+                                     const int src, const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
-                                     size_t wstride, float *part,
-                                     size_t part_ld, bool first,
+                                     float *part, size_t part_ld, bool first,
                                      bool last, bool half, float *const *yr) {
     __m512 acc[FX_MR_MAX][FX_NP_MAX];
     FX_UNROLL
@@ -239,7 +207,7 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
                               : _mm512_maskz_loadu_ps(
                                     mk, part + i * part_ld + j * 16);
         }
-    tile_k(MR, NP, src, tiled, xr, wr, kn, wstride, acc);
+    tile_k(MR, NP, src, xr, wr, kn, acc);
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
@@ -261,18 +229,15 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
  * register allocation with the loops above fully unrolled. MR * NP
  * accumulators + NP weights + x stay within the 32 zmm registers. */
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
-                        size_t kn, size_t wstride, float *part,
-                        size_t part_ld, bool first, bool last, bool half,
-                        float *const *yr);
+                        size_t kn, float *part, size_t part_ld, bool first,
+                        bool last, bool half, float *const *yr);
 
-/* S: the source; NAME ending in t: the R12 (tiled) form of it. */
 #define FX_TILE_FN(MR, NP, S, NAME)                                          \
     static FX_AVX512 void t##MR##x##NP##_##NAME(                            \
         const float *const *xr, const uint8_t *const *wr, size_t kn,         \
-        size_t wstride, float *part, size_t part_ld, bool first, bool last,  \
-        bool half, float *const *yr) {                                       \
-        tile(MR, NP, (S) & 0xff, (S) >> 8, xr, wr, kn, wstride, part,        \
-             part_ld, first, last, half, yr);                                \
+        float *part, size_t part_ld, bool first, bool last, bool half,       \
+        float *const *yr) {                                                  \
+        tile(MR, NP, S, xr, wr, kn, part, part_ld, first, last, half, yr);   \
     }
 #define FX_NP3(MR, S, N)                                                     \
     FX_TILE_FN(MR, 1, S, N) FX_TILE_FN(MR, 2, S, N) FX_TILE_FN(MR, 3, S, N)
@@ -286,9 +251,6 @@ typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
 FX_TILES(SRC_F32, f32)
 FX_TILES(SRC_F16, f16)
 FX_TILES(SRC_BF16, bf16)
-FX_TILES(SRC_F32 | TILED, f32t)
-FX_TILES(SRC_F16 | TILED, f16t)
-FX_TILES(SRC_BF16 | TILED, bf16t)
 FX_NP3(1, SRC_PACKED, pk) FX_NP3(2, SRC_PACKED, pk)
 FX_NP3(3, SRC_PACKED, pk) FX_NP3(4, SRC_PACKED, pk)
 FX_NP3(5, SRC_PACKED, pk) FX_NP3(6, SRC_PACKED, pk)
@@ -307,8 +269,6 @@ FX_NP3(7, SRC_PACKED, pk) FX_NP3(8, SRC_PACKED, pk)
 /* [source][MR-1][NP-1], NP <= wide_np[MR-1]; read-only. */
 static const tile_fn tiles[3][FX_MR_MAX][FX_NP_MAX] = {
     FX_TABLE(f32), FX_TABLE(f16), FX_TABLE(bf16)};
-static const tile_fn tiles_r12[3][FX_MR_MAX][FX_NP_MAX] = {
-    FX_TABLE(f32t), FX_TABLE(f16t), FX_TABLE(bf16t)};
 static const int wide_np[FX_MR_MAX] = {6, 6, 4, 4, 3, 3, 3, 3};
 
 /* The large-M path's tiles on the packed panel: [MR-1][NP-1]. 8 x 3 is
@@ -320,7 +280,7 @@ static const tile_fn packed[FX_MR_MAX][3] = {
     FX_PK_ROW(5), FX_PK_ROW(6), FX_PK_ROW(7), FX_PK_ROW(8)};
 
 static int src_of(fx_wtype t) {
-    switch (fx_wtype_base(t)) {
+    switch (t) {
     case FX_WTYPE_F16: return SRC_F16;
     case FX_WTYPE_BF16: return SRC_BF16;
     case FX_WTYPE_F32:
@@ -361,41 +321,8 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                 float *yn[FX_MR_MAX];
                 for (size_t i = 0; i < mr; i++)
                     yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
-                tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, 0, NULL, 0,
+                tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, NULL, 0,
                                            true, true, half, yn);
-                p += np;
-            }
-        }
-    }
-}
-
-/* R12 weights: tiles in order, each read from memory once (one stream),
- * x rows 8 at a time, later chunks finding the tile in L1/L2. n0 is a
- * multiple of 12 (task_cols), n1 one too or the last row. */
-static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
-                                      size_t n1) {
-    const int src = src_of(job->type);
-    const size_t esize = src == SRC_F32 ? 4 : 2;
-    for (size_t n = n0; n < n1; n += FX_R12_ROWS) {
-        const size_t rows = min_sz(FX_R12_ROWS, job->n - n), pairs = rows / 2;
-        const uint8_t *tile = job->w + n * job->row_bytes;
-        const size_t wstride = rows * 8 * esize;
-        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
-            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
-            const size_t nw = (size_t)wide_np[mr - 1];
-            const float *xr[FX_MR_MAX];
-            for (size_t i = 0; i < mr; i++)
-                xr[i] = job->x + (m + i) * job->ldx;
-            for (size_t p = 0; p < pairs;) {
-                const size_t np = min_sz(nw, pairs - p);
-                const uint8_t *wr[FX_NP_MAX];
-                for (size_t j = 0; j < np; j++)
-                    wr[j] = tile + 2 * (p + j) * 8 * esize;
-                float *yn[FX_MR_MAX];
-                for (size_t i = 0; i < mr; i++)
-                    yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
-                tiles_r12[src][mr - 1][np - 1](xr, wr, job->k, wstride, NULL,
-                                               0, true, true, false, yn);
                 p += np;
             }
         }
@@ -411,28 +338,6 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
 static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
                                  size_t k0, size_t kn, float *panel) {
     const int src = src_of(job->type);
-    if (fx_wtype_is_r12(job->type)) {
-        /* Each row's 8 weights of a chunk through the layout (no tail: K
-         * % 8 == 0); the panel's pairs need not be the tiles' (NC may be
-         * odd). */
-        const size_t esize = src == SRC_F32 ? 4 : 2;
-        for (size_t p = 0; p < (nn + 1) / 2; p++) {
-            const size_t a = n + 2 * p, b = 2 * p + 1 < nn ? a + 1 : a;
-            float *dst = panel + p * 2 * FX_MM_KC;
-            for (size_t k = 0; k < kn; k += 8) {
-                const size_t c = (k0 + k) / 8;
-                _mm512_store_ps(
-                    dst + 2 * k,
-                    load_pair8(src,
-                               job->w + fx_float_r12_at(job->n, job->k, esize,
-                                                        a, c),
-                               job->w + fx_float_r12_at(job->n, job->k, esize,
-                                                        b, c),
-                               0));
-            }
-        }
-        return;
-    }
     for (size_t p = 0; p < (nn + 1) / 2; p++) {
         const uint8_t *r0 = job->w + (n + 2 * p) * job->row_bytes;
         const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
@@ -467,9 +372,7 @@ static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
                                     size_t k0, size_t kn, size_t part,
                                     size_t parts) {
     if (mc == 0) return;
-    /* R12 panels are chunks of tiles, not rows: x only (the tiles'
-     * chunks are sequential for the hardware prefetcher). */
-    size_t rows = mc + (fx_wtype_is_r12(job->type) ? 0 : nc);
+    size_t rows = mc + nc;
     size_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
     size_t wbytes = fx_wtype_row_bytes(job->type, kn);
     size_t woff = fx_wtype_row_bytes(job->type, k0);
@@ -534,9 +437,8 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                                                       (p + j) * 2 * FX_MM_KC);
                         float *yn[FX_MR_MAX];
                         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + 2 * p;
-                        row[np - 1](xr, wr, kp, 0,
-                                    part + m * part_ld + 2 * p * 8, part_ld,
-                                    first, last, half, yn);
+                        row[np - 1](xr, wr, kp, part + m * part_ld + 2 * p * 8,
+                                    part_ld, first, last, half, yn);
                     }
                 }
             }
@@ -550,12 +452,10 @@ static FX_AVX512 void range_avx512(const fx_mm_job *job, size_t n0,
      * chunks of 8 rows: not with rows this long (f32, K > ~5000). */
     if (job->m <= FX_MM_SMALL_M ||
         (job->m <= FX_MM_SMALL_M512 &&
-         job->row_bytes <= ((size_t)512 << 10) / FX_MM_GROUP512)) {
-        if (fx_wtype_is_r12(job->type)) range_small_r12(job, n0, n1);
-        else range_small(job, n0, n1);
-    } else {
+         job->row_bytes <= ((size_t)512 << 10) / FX_MM_GROUP512))
+        range_small(job, n0, n1);
+    else
         range_large(job, n0, n1, scratch);
-    }
 }
 
 fx_mm_range_fn fx_mm_avx512_range(void) { return range_avx512; }

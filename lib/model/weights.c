@@ -114,8 +114,8 @@ static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
 
 /* Whether m goes into its R12 type; the others are copied as they are. */
 static bool repackable(const fx_matrix *m) {
-    return fx_kernels_prefer_r12(m->type) && m->n % 2 == 0 &&
-           m->k % (m->type == FX_WTYPE_Q8_0 ? FX_QK8_0 : 8) == 0;
+    return fx_kernels_prefer_r12(m->type) && m->type == FX_WTYPE_Q8_0 &&
+           m->n % 2 == 0;
 }
 
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
@@ -159,8 +159,8 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
         const size_t bytes = (size_t)m->n * fx_wtype_row_bytes(m->type, m->k);
         if (repackable(m)) {
             /* Shapes were checked at load and by repackable: cannot fail */
-            (void)fx_repack_r12(at, m->data, m->type, m->n, m->k);
-            m->type = (fx_wtype)(m->type | FX_WTYPE_R12_BIT);
+            (void)fx_q8_0_repack_r12(at, m->data, m->n, m->k);
+            m->type = FX_WTYPE_Q8_0_R12;
         } else {
             memcpy(at, m->data, bytes);
         }
