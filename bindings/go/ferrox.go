@@ -155,6 +155,10 @@ type ModelOptions struct {
 	// VocabOnly reads metadata and vocabulary only: enough to tokenize,
 	// not to create a Batcher.
 	VocabOnly bool
+	// MappedWeights computes from the file mapping, copying nothing
+	// (FX_MODEL_MAPPED_WEIGHTS): pages shared between processes, slower
+	// decode.
+	MappedWeights bool
 }
 
 // Model is a loaded GGUF model (fx_model). Its methods are safe for
@@ -178,6 +182,9 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 	C.fx_model_params_init(&p)
 	if opts != nil && opts.VocabOnly {
 		p.flags |= C.FX_MODEL_VOCAB_ONLY
+	}
+	if opts != nil && opts.MappedWeights {
+		p.flags |= C.FX_MODEL_MAPPED_WEIGHTS
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))

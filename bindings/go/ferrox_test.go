@@ -585,3 +585,21 @@ func TestLease(t *testing.T) {
 		t.Fatalf("released lease: %v", err)
 	}
 }
+
+// The same tokens computed from the file mapping as from the copy.
+func TestMappedWeights(t *testing.T) {
+	var texts []string
+	for _, mapped := range []bool{false, true} {
+		m, err := LoadModel(modelPath(t), &ModelOptions{MappedWeights: mapped})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBatcher(t, m)
+		texts = append(texts, wait(t, submit(t, b, request("Once upon", 12, sampled(7)))).Text)
+		b.Close()
+		m.Close()
+	}
+	if texts[0] == "" || texts[0] != texts[1] {
+		t.Fatalf("copied %q, mapped %q", texts[0], texts[1])
+	}
+}

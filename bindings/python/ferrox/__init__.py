@@ -262,12 +262,19 @@ class Model:
     belongs to that failure (fx_model_errmsg is per model, not per call).
     """
 
-    def __init__(self, path, *, vocab_only: bool = False):
+    def __init__(self, path, *, vocab_only: bool = False,
+                 mapped_weights: bool = False):
+        """vocab_only: metadata and vocabulary only (enough to tokenize).
+        mapped_weights: compute from the file mapping, copying nothing
+        (FX_MODEL_MAPPED_WEIGHTS: shared between processes, slower
+        decode)."""
         L = lib()
         params = _capi.ModelParams()
         _capi.init(L, "model_params", params)
         if vocab_only:
             params.flags |= _capi.MODEL_VOCAB_ONLY
+        if mapped_weights:
+            params.flags |= _capi.MODEL_MAPPED_WEIGHTS
         out = ctypes.c_void_p()
         err = _errbuf()
         st = L.fx_model_load(os.fsencode(os.fspath(path)),

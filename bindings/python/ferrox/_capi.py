@@ -171,6 +171,7 @@ class ChatMessage(ctypes.Structure):
 # Flag values, copied from ferrox.h (they never change: the header only
 # appends).
 MODEL_VOCAB_ONLY = 0x1
+MODEL_MAPPED_WEIGHTS = 0x2
 TOKENIZE_ADD_SPECIAL = 0x1
 TOKENIZE_PARSE_SPECIAL = 0x2
 DETOKENIZE_REMOVE_SPECIAL = 0x1

@@ -142,6 +142,19 @@ class TestModel(Base):
             with self.assertRaises(ferrox.FerroxError):
                 ferrox.Batcher(m)
 
+    def test_mapped_weights(self):
+        # The same tokens computed from the mapping as from the copy.
+        texts = []
+        for mapped in (False, True):
+            with ferrox.Model(MODEL, mapped_weights=mapped) as m:
+                b = ferrox.Batcher(m, n_ctx=128)
+                texts.append(b.submit("Once upon", max_tokens=12,
+                                      temperature=0.9,
+                                      seed=7).result().text)
+                b.close()
+        self.assertTrue(texts[0])
+        self.assertEqual(texts[0], texts[1])
+
     def test_close_twice_and_use_after_close(self):
         m = ferrox.Model(MODEL)
         m.close()

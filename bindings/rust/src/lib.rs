@@ -241,6 +241,10 @@ pub struct ModelOptions {
     /// Read metadata and vocabulary only: enough to tokenize, not to
     /// create a Batcher.
     pub vocab_only: bool,
+    /// Compute from the file mapping, copying nothing
+    /// (FX_MODEL_MAPPED_WEIGHTS): pages shared between processes, slower
+    /// decode.
+    pub mapped_weights: bool,
 }
 
 /// The model's hyperparameters (fx_model_info).
@@ -359,6 +363,9 @@ impl Model {
         unsafe { sys::fx_model_params_init(&mut params) };
         if opts.vocab_only {
             params.flags |= sys::FX_MODEL_VOCAB_ONLY;
+        }
+        if opts.mapped_weights {
+            params.flags |= sys::FX_MODEL_MAPPED_WEIGHTS;
         }
         let mut raw = std::ptr::null_mut();
         let mut err = [0u8; 1024];

@@ -188,6 +188,7 @@ pub const FX_ERR_BUFFER_TOO_SMALL: fx_status = 17;
 pub const FX_ERR_STALE_HANDLE: fx_status = 20;
 
 pub const FX_MODEL_VOCAB_ONLY: u32 = 0x1;
+pub const FX_MODEL_MAPPED_WEIGHTS: u32 = 0x2;
 pub const FX_TOKENIZE_ADD_SPECIAL: u32 = 0x1;
 pub const FX_TOKENIZE_PARSE_SPECIAL: u32 = 0x2;
 pub const FX_DETOKENIZE_REMOVE_SPECIAL: u32 = 0x1;

@@ -148,7 +148,14 @@ fn load_errors_carry_status_and_message() {
     std::fs::remove_file(&junk).unwrap();
     assert_eq!(err.status, Status::BAD_MAGIC);
 
-    let vocab = Model::load_with(model_path(), &ModelOptions { vocab_only: true }).unwrap();
+    let vocab = Model::load_with(
+        model_path(),
+        &ModelOptions {
+            vocab_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(vocab.info().unwrap().vocab_only);
     assert!(Batcher::new(&vocab, &BatcherOptions::default()).is_err());
 }
@@ -615,4 +622,24 @@ fn lease() {
         .err()
         .unwrap();
     assert_eq!(err.status, Status::INVALID_ARG);
+}
+
+#[test]
+fn mapped_weights_give_the_same_tokens() {
+    let mut texts = Vec::new();
+    for mapped in [false, true] {
+        let m = Model::load_with(
+            model_path(),
+            &ModelOptions {
+                mapped_weights: mapped,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let b = batcher(&m);
+        let c = b.submit(&sampled("Once upon", 12, 7)).unwrap().wait().unwrap();
+        texts.push(c.text);
+    }
+    assert!(!texts[0].is_empty());
+    assert_eq!(texts[0], texts[1]);
 }
