@@ -487,6 +487,89 @@ static void test_pool_polls_across_short_gaps(void **state) {
     fx_pool_free(pool);
 }
 
+/* What each thread ran, in order (pool.c, "Claiming"). */
+typedef struct pool_order {
+    unsigned order[2][256];
+    unsigned count[2];
+    uint64_t task_ns;   /* each task busy-waits this long */
+    uint64_t stall_ns;  /* and thread 0's first task this long */
+} pool_order;
+
+static void order_task(void *ctx, size_t task, unsigned thread) {
+    pool_order *p = ctx;
+    const uint64_t wait = p->count[thread] == 0 && thread == 0 ? p->stall_ns
+                                                               : p->task_ns;
+    p->order[thread][p->count[thread]++] = (unsigned)task;
+    const uint64_t t0 = mono_ns();
+    while (mono_ns() - t0 < wait) {
+    }
+}
+
+/* Consecutive tasks are consecutive weight rows of a matmul, so a thread
+ * should run its tasks in order, one stream: with one shared counter the
+ * two threads alternated and every task was a jump (the hardware
+ * prefetcher starting over each time, one-row decode ~15% slower). A
+ * jump is allowed where a thread steals, at most a few times per run.
+ * Scheduling cannot make this fail: a thread that never runs leaves the
+ * other one all the tasks, in order. */
+static void test_pool_threads_take_contiguous_shares(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_pool *pool = NULL;
+    assert_int_equal(fx_pool_create(&alloc, 2, &pool, NULL), FX_OK);
+    static pool_order p;
+    for (int rep = 0; rep < 20; rep++) {
+        memset(&p, 0, sizeof p);
+        p.task_ns = 20000;
+        assert_int_equal(fx_pool_run(pool, order_task, &p, 64), FX_OK);
+        assert_int_equal(p.count[0] + p.count[1], 64);
+        assert_true(p.count[0] > 0 && p.order[0][0] == 0);
+        for (unsigned t = 0; t < 2; t++) {
+            unsigned jumps = 0;
+            for (unsigned i = 1; i < p.count[t]; i++)
+                jumps += p.order[t][i] != p.order[t][i - 1] + 1;
+            assert_true(jumps <= 6);
+        }
+    }
+    fx_pool_free(pool);
+}
+
+/* A thread that stalls (descheduled, or a slow task) must not hold up its
+ * share: the other thread steals it. Thread 0 stalls 20 ms on its first
+ * task; the worker, done with its own half in ~1 ms, takes nearly all of
+ * the rest. Best of three runs, for a machine that does not schedule the
+ * worker for a while. */
+static void test_pool_steals_from_a_stalled_thread(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_pool *pool = NULL;
+    assert_int_equal(fx_pool_create(&alloc, 2, &pool, NULL), FX_OK);
+    static pool_order p;
+    unsigned best = 0;
+    for (int attempt = 0; attempt < 3 && best < 60; attempt++) {
+        memset(&p, 0, sizeof p);
+        p.task_ns = 10000;
+        p.stall_ns = 20000000;
+        assert_int_equal(fx_pool_run(pool, order_task, &p, 64), FX_OK);
+        assert_int_equal(p.count[0] + p.count[1], 64);
+        char seen[64] = {0};
+        for (unsigned t = 0; t < 2; t++)
+            for (unsigned i = 0; i < p.count[t]; i++) {
+                assert_int_equal(seen[p.order[t][i]], 0);
+                seen[p.order[t][i]] = 1;
+            }
+        if (p.count[1] > best) best = p.count[1];
+    }
+    assert_true(best >= 60);
+    size_t huge = (size_t)UINT32_MAX + 1;
+    if (huge != 0) /* 64-bit size_t */
+        assert_int_equal(fx_pool_run(pool, order_task, &p, huge),
+                         FX_ERR_TOO_LARGE);
+    fx_pool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_exhaustive_roundtrip),
@@ -501,6 +584,8 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_pool_polls_across_short_gaps),
+        cmocka_unit_test(test_pool_threads_take_contiguous_shares),
+        cmocka_unit_test(test_pool_steals_from_a_stalled_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
