@@ -306,6 +306,37 @@ static void test_softmax_forms(void **state) {
     }
 }
 
+/* Every swiglu form gives the portable bits: all lengths up to a few
+ * vectors (the scalar tail), signs, both sides of fx_exp_le0's -87
+ * cutoff, zeros, infinities, NaN. */
+static void test_swiglu_forms(void **state) {
+    (void)state;
+    const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
+    static float g[3000], u[3000], a[3000], b[3000];
+    uint64_t s = 5;
+    for (size_t i = 0; i < 3000; i++) {
+        g[i] = rng_f(&s) * (i % 4 ? 12.0f : 120.0f);
+        u[i] = rng_f(&s) * 4.0f;
+    }
+    const float special[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,
+                             -87.0f, 87.0f,   -86.99f,  -87.01f,   1e-30f,
+                             -1e-30f, 88.7f,  -88.7f,   1e30f,     -1e30f};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        g[100 + 3 * i] = special[i];
+    for (int k = 0; k < 2; k++) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            continue;
+#endif
+        fx_swiglu_fn form = fx_swiglu_for(isas[k]);
+        for (size_t n = 0; n <= 3000; n += n < 40 ? 1 : 307) {
+            fx_swiglu(a, g, u, n);
+            form(b, g, u, n);
+            assert_memory_equal(a, b, n * sizeof *a);
+        }
+    }
+}
+
 static void test_silu_swiglu_add(void **state) {
     (void)state;
     float g[512], u[512], a[512], b[512];
@@ -325,6 +356,11 @@ static void test_silu_swiglu_add(void **state) {
         assert_true(fabs(b[i] - sw) <= 5e-7 * fabs(sw) + 1e-37);
     }
     assert_true(a[1] == 200.0f);
+    const float special[] = {0.0f, -0.0f, INFINITY, NAN, -100.0f, -87.5f};
+    fx_silu(a, special, 6);
+    assert_true(a[0] == 0.0f && a[1] == 0.0f && a[2] == INFINITY);
+    assert_true(isnan(a[3]));
+    assert_true(a[4] == 0.0f && a[5] == 0.0f); /* below fx_exp_le0's range */
     fx_add(a, g, u, 512);
     for (int i = 0; i < 512; i++) assert_true(a[i] == g[i] + u[i]);
 }
@@ -581,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_exp_le0),
         cmocka_unit_test(test_softmax_forms),
         cmocka_unit_test(test_silu_swiglu_add),
+        cmocka_unit_test(test_swiglu_forms),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_pool_polls_across_short_gaps),

@@ -321,10 +321,16 @@ fx_softmax_fn fx_softmax_for(fx_isa isa);
  * bit (unlike libm's expf, whose ifunc variants may differ). */
 float fx_exp_le0(float d);
 
-/* silu(x) = x / (1 + expf(-x)). */
+/* silu(x) = x * sigmoid(x): with e = fx_exp_le0(-|x|), x * (1 / (1 + e))
+ * for x >= 0 and x * (e / (1 + e)) below (NaN stays NaN). */
 void fx_silu(float *out, const float *x, size_t n);
-/* out[i] = silu(gate[i]) * up[i]: the SwiGLU feed-forward's middle. */
+/* out[i] = silu(gate[i]) * up[i]: the SwiGLU feed-forward's middle.
+ * fx_swiglu_for(isa): the fastest form for an ISA the CPU has, every form
+ * giving the same bits. */
 void fx_swiglu(float *out, const float *gate, const float *up, size_t n);
+typedef void (*fx_swiglu_fn)(float *out, const float *gate, const float *up,
+                             size_t n);
+fx_swiglu_fn fx_swiglu_for(fx_isa isa);
 /* out[i] = a[i] + b[i]. */
 void fx_add(float *out, const float *a, const float *b, size_t n);
 

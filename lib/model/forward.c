@@ -21,6 +21,7 @@ struct fx_forward {
     const fx_weights *w;
     fx_kernels *kc;
     fx_attn_kernels ak;
+    fx_swiglu_fn swiglu;
     uint32_t max_tokens;
     uint32_t max_ctx;
     uint32_t q_dim, kv_dim;
@@ -68,6 +69,7 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->w = w;
     f->kc = kc;
     fx_attn_kernels_init(&f->ak, fx_kernels_isa(kc));
+    f->swiglu = fx_swiglu_for(fx_kernels_isa(kc));
     f->max_tokens = max_tokens;
     f->max_ctx = max_ctx;
     f->q_dim = hp->n_head * hp->head_dim;
@@ -273,7 +275,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
             FX_OK)
             return fx_fail(err, st, "forward: matmul failed");
         for (uint32_t t = 0; t < n; t++)
-            fx_swiglu(f->gate + (size_t)t * ff, f->gate + (size_t)t * ff,
+            f->swiglu(f->gate + (size_t)t * ff, f->gate + (size_t)t * ff,
                       f->up + (size_t)t * ff, ff);
         MATMUL(f->gate, ff, lw->w_down, f->proj, d)
         for (uint32_t t = 0; t < n; t++)
