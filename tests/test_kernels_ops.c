@@ -606,6 +606,74 @@ static void test_pool_steals_from_a_stalled_thread(void **state) {
     fx_pool_free(pool);
 }
 
+/* fx_pool_share_of is the split fx_pool_run starts from: contiguous, in
+ * thread order, covering every task; a thread past the pool's has none. */
+static void test_pool_share_of(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    for (unsigned nt = 1; nt <= 3; nt++) {
+        fx_pool *pool = NULL;
+        assert_int_equal(fx_pool_create(&alloc, nt, &pool, NULL), FX_OK);
+        for (size_t n = 0; n < 40; n++) {
+            size_t at = 0;
+            for (unsigned t = 0; t < nt; t++) {
+                size_t lo, hi;
+                fx_pool_share_of(pool, n, t, &lo, &hi);
+                assert_int_equal(lo, at);
+                assert_true(hi >= lo && hi - lo <= n / nt + 1);
+                at = hi;
+            }
+            assert_int_equal(at, n);
+            size_t lo, hi;
+            fx_pool_share_of(pool, n, nt, &lo, &hi);
+            assert_int_equal(lo, hi);
+        }
+        /* With 2 threads, the worker's first task is the start of its
+         * share unless the caller stole it first (then the caller ran
+         * everything before it). */
+        if (nt == 2) {
+            static pool_order p;
+            memset(&p, 0, sizeof p);
+            p.task_ns = 20000;
+            assert_int_equal(fx_pool_run(pool, order_task, &p, 10), FX_OK);
+            size_t lo, hi;
+            fx_pool_share_of(pool, 10, 1, &lo, &hi);
+            if (p.count[1] > 0 && p.order[1][0] != lo)
+                assert_true(p.count[0] > lo);
+        }
+        fx_pool_free(pool);
+    }
+}
+
+/* A prefetch request is only a hint: any address, even one that is not
+ * mapped, and any length are safe, for idle threads prefetch and never
+ * load. The latest request per thread is the one kept. */
+static void test_pool_prefetch_hint(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_pool *pool = NULL;
+    assert_int_equal(fx_pool_create(&alloc, 2, &pool, NULL), FX_OK);
+    static uint8_t buf[1 << 16];
+    const void *addr;
+    size_t bytes;
+    fx_pool_prefetch(pool, 0, buf, sizeof buf);
+    fx_pool_prefetch(pool, 1, (const void *)(uintptr_t)64, (size_t)1 << 40);
+    assert_true(fx_pool_prefetch_request(pool, 1, &addr, &bytes));
+    assert_true(addr == (const void *)(uintptr_t)64 && bytes == (size_t)1 << 40);
+    for (int r = 0; r < 200; r++)
+        assert_int_equal(fx_pool_run(pool, noop_task, NULL, 2), FX_OK);
+    fx_pool_prefetch(pool, 1, NULL, 123);
+    assert_true(fx_pool_prefetch_request(pool, 1, &addr, &bytes));
+    assert_true(addr == NULL && bytes == 0);
+    assert_true(fx_pool_prefetch_request(pool, 0, &addr, &bytes));
+    assert_true(addr == buf && bytes == sizeof buf);
+    assert_false(fx_pool_prefetch_request(pool, 2, &addr, &bytes));
+    fx_pool_prefetch(pool, 2, buf, 1); /* no such thread: ignored */
+    fx_pool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_exhaustive_roundtrip),
@@ -623,6 +691,8 @@ int main(void) {
         cmocka_unit_test(test_pool_polls_across_short_gaps),
         cmocka_unit_test(test_pool_threads_take_contiguous_shares),
         cmocka_unit_test(test_pool_steals_from_a_stalled_thread),
+        cmocka_unit_test(test_pool_share_of),
+        cmocka_unit_test(test_pool_prefetch_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,6 +163,21 @@ uint64_t fx_pool_sleeps(const fx_pool *pool);
  * One caller at a time. */
 fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
                       size_t n_tasks);
+/* The tasks lo..hi-1 that thread starts a run of n_tasks with (pool.c,
+ * "Claiming"); it may steal others' later. */
+void fx_pool_share_of(const fx_pool *pool, size_t n_tasks, unsigned thread,
+                      size_t *lo, size_t *hi);
+/* A hint: thread's share of a coming run reads addr..addr+bytes first.
+ * While idle -- waiting for a run, or for the others to finish one --
+ * the thread prefetches it (thread 1 also thread 0's, which runs the
+ * serial work between runs), until the next fx_pool_prefetch for that
+ * thread replaces it. Never dereferenced: any address is safe. */
+void fx_pool_prefetch(fx_pool *pool, unsigned thread, const void *addr,
+                      size_t bytes);
+/* The request fx_pool_prefetch last made for thread (for tests); false if
+ * there is no such thread or the request is being replaced. */
+bool fx_pool_prefetch_request(const fx_pool *pool, unsigned thread,
+                              const void **addr, size_t *bytes);
 
 /* ---- kernels context: ISA choice, the pool, per-thread scratch ---- */
 
@@ -270,6 +285,15 @@ typedef struct fx_mm_out {
 fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
                           size_t m, size_t k, const fx_mm_out *outs,
                           size_t n_outs, unsigned flags);
+
+/* A hint for the fx_matmul_multi(kc, x, ldx, m, k, outs, n_outs) that
+ * comes next: each thread prefetches the start of its share of those
+ * weights while it is idle until then (fx_pool_prefetch). Between two
+ * matmuls of a decode step the threads wait for each other and for the
+ * serial work (norms, RoPE, attention, sampling); this keeps the memory
+ * busy meanwhile. Ignored with one thread; nothing is read. */
+void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
+                        size_t n_outs);
 
 /* ---- number formats ---- */
 

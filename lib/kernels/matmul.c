@@ -403,7 +403,53 @@ static size_t task_cols(size_t n, unsigned threads) {
     return per < FX_MM_NTASK ? per : FX_MM_NTASK;
 }
 
+/* Columns per task of one output of a run (task_cols; an R12 task starts
+ * at a tile, and 24 keeps the multiple of 8). */
+static size_t out_task_cols(const fx_mm_out *o, unsigned threads) {
+    const size_t cols = task_cols(o->n, threads);
+    return o->wtype == FX_WTYPE_Q8_0_R12 ? (cols + 23) / 24 * 24 : cols;
+}
+
 static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
+
+/* How much of its share of the next run each thread prefetches while
+ * idle: the start of it, within what a core's L2 keeps (512 KB or more on
+ * the x86 cores of the last decade) next to what the current run reads. */
+#define FX_MM_PREFETCH_BYTES ((size_t)192 << 10)
+
+void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
+                        size_t n_outs) {
+    if (!kc || !outs || n_outs > FX_MM_MAX_OUTS || k == 0) return;
+    const unsigned threads = fx_pool_threads(kc->pool);
+    if (threads <= 1) return;
+    size_t first_task[FX_MM_MAX_OUTS + 1] = {0}, cols[FX_MM_MAX_OUTS] = {0};
+    for (size_t j = 0; j < n_outs; j++) {
+        const size_t n = outs[j].w && fx_wtype_row_bytes(outs[j].wtype, k)
+                             ? outs[j].n
+                             : 0;
+        cols[j] = n ? out_task_cols(&outs[j], threads) : 1;
+        first_task[j + 1] = first_task[j] + (n + cols[j] - 1) / cols[j];
+    }
+    for (unsigned t = 0; t < threads; t++) {
+        size_t lo, hi, j = 0;
+        fx_pool_share_of(kc->pool, first_task[n_outs], t, &lo, &hi);
+        if (lo >= hi) {
+            fx_pool_prefetch(kc->pool, t, NULL, 0);
+            continue;
+        }
+        while (lo >= first_task[j + 1]) j++;
+        /* The share's rows within its first output (an R12 tile starts
+         * at the byte offset of its first row, as in rows). */
+        const size_t row_bytes = fx_wtype_row_bytes(outs[j].wtype, k);
+        const size_t n0 = (lo - first_task[j]) * cols[j];
+        size_t n1 = (hi - first_task[j]) * cols[j];
+        if (n1 > outs[j].n) n1 = outs[j].n;
+        size_t bytes = (n1 - n0) * row_bytes;
+        if (bytes > FX_MM_PREFETCH_BYTES) bytes = FX_MM_PREFETCH_BYTES;
+        fx_pool_prefetch(kc->pool, t, (const uint8_t *)outs[j].w + n0 * row_bytes,
+                         bytes);
+    }
+}
 
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
@@ -466,10 +512,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
-        run.cols[j] = task_cols(o->n, threads);
-        /* An R12 task starts at a tile (and 24 keeps the multiple of 8) */
-        if (o->wtype == FX_WTYPE_Q8_0_R12)
-            run.cols[j] = (run.cols[j] + 23) / 24 * 24;
+        run.cols[j] = out_task_cols(o, threads);
         run.first_task[j + 1] =
             run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];
         q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R12;

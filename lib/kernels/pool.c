@@ -75,8 +75,34 @@ typedef struct spin {
  * threads' shares never sit in one cache line. */
 typedef struct share {
     atomic_uint_fast64_t range;
-    char pad[128 - sizeof(atomic_uint_fast64_t)];
+    /* What this share of the next run will read first (fx_pool_prefetch):
+     * seq is odd while the caller rewrites addr and bytes, and a reader
+     * that sees it change drops what it read. */
+    atomic_uint pf_seq;
+    atomic_uintptr_t pf_addr;
+    atomic_size_t pf_bytes;
+    char pad[128 - sizeof(atomic_uint_fast64_t) - sizeof(atomic_uint) -
+             sizeof(atomic_uintptr_t) - sizeof(atomic_size_t)];
 } share;
+
+/* A thread's progress through one prefetch request. */
+typedef struct pf_cursor {
+    unsigned seq;   /* the request it belongs to */
+    size_t done;    /* bytes prefetched so far */
+} pf_cursor;
+
+/* What an idle thread prefetches: its own share of the next run, and
+ * thread 1 also the caller's (which is busy with the serial work between
+ * runs: norms, RoPE, sampling). */
+typedef struct idle_pf {
+    struct fx_pool *pool;
+    unsigned thread;
+    pf_cursor own, caller;
+} idle_pf;
+
+/* Lines prefetched per poll of an idle wait: short enough that a new run
+ * is still noticed within ~0.1 us. */
+#define FX_POOL_PF_LINES 8u
 
 #define FX_POOL_MAX_TASKS UINT32_MAX
 
@@ -100,6 +126,7 @@ struct fx_pool {
     atomic_uint sleepers;    /* workers waiting on wake (or about to) */
     atomic_bool caller_sleeping;
     spin caller_spin;        /* the caller's wait for the end of a run */
+    idle_pf caller_pf;       /* and what it prefetches meanwhile */
 
     /* The current run: fn, ctx and the shares are written before generation
      * is bumped (seq_cst) and read after it is seen. */
@@ -172,14 +199,42 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Issues up to FX_POOL_PF_LINES prefetches of share sh's request; false
+ * once there is nothing (left) to do. */
+static bool prefetch_some(share *sh, pf_cursor *c) {
+    const unsigned seq = atomic_load(&sh->pf_seq);
+    if (seq & 1u) return false;
+    const uintptr_t addr = atomic_load(&sh->pf_addr);
+    const size_t bytes = atomic_load(&sh->pf_bytes);
+    if (atomic_load(&sh->pf_seq) != seq) return false;
+    if (c->seq != seq) {
+        c->seq = seq;
+        c->done = 0;
+    }
+    if (c->done >= bytes) return false;
+    for (unsigned i = 0; i < FX_POOL_PF_LINES && c->done < bytes; i++) {
+        __builtin_prefetch((const char *)(addr + c->done));
+        c->done += 64;
+    }
+    return true;
+}
+
+static void idle_prefetch(idle_pf *ip) {
+    if (!ip) return;
+    if (prefetch_some(&ip->pool->shares[ip->thread], &ip->own)) return;
+    if (ip->thread == 1) (void)prefetch_some(&ip->pool->shares[0], &ip->caller);
+}
+
 /* Polls until done(pool, arg) or the budget passes; true if done. The
  * clock is read every 64 polls: a poll is a load, the clock a vDSO call.
- * *start is when the wait began. */
+ * *start is when the wait began. Between polls, ip's prefetches (if any). */
 static bool spin_until(const fx_pool *pool, const spin *sp, uint64_t *start,
-                       bool (*done)(const fx_pool *, uint64_t), uint64_t arg) {
+                       bool (*done)(const fx_pool *, uint64_t), uint64_t arg,
+                       idle_pf *ip) {
     *start = now_ns();
     for (unsigned i = 1;; i++) {
         if (done(pool, arg)) return true;
+        idle_prefetch(ip);
         if (i % 64 == 0 && now_ns() - *start >= sp->ns) return false;
     }
 }
@@ -212,8 +267,9 @@ static void *worker_main(void *arg) {
     fx_pool *pool = self->pool;
     uint64_t seen = 0, start;
     spin sp = {20000};
+    idle_pf ip = {pool, self->index, {0, 0}, {0, 0}};
     for (;;) {
-        if (!spin_until(pool, &sp, &start, new_run, seen)) {
+        if (!spin_until(pool, &sp, &start, new_run, seen, &ip)) {
             /* sleepers is raised before generation is checked under the
              * lock; fx_pool_run bumps generation before reading sleepers.
              * Both seq_cst: either this thread sees the new run, or the
@@ -279,8 +335,13 @@ fx_status fx_pool_create(const fx_alloc *alloc, unsigned n_threads,
         fx_free(alloc, pool);
         return fx_fail(err, FX_ERR_NOMEM, "pool: out of memory");
     }
-    for (unsigned i = 0; i < n_threads; i++)
+    for (unsigned i = 0; i < n_threads; i++) {
         atomic_init(&pool->shares[i].range, 0);
+        atomic_init(&pool->shares[i].pf_seq, 0);
+        atomic_init(&pool->shares[i].pf_addr, 0);
+        atomic_init(&pool->shares[i].pf_bytes, 0);
+    }
+    pool->caller_pf = (idle_pf){pool, 0, {0, 0}, {0, 0}};
     if (n_threads > 1) {
         pool->workers = fx_calloc(alloc, n_threads - 1, sizeof *pool->workers);
         if (!pool->workers) {
@@ -336,6 +397,37 @@ void fx_pool_free(fx_pool *pool) {
     fx_free(&alloc, pool);
 }
 
+void fx_pool_share_of(const fx_pool *pool, size_t n_tasks, unsigned thread,
+                      size_t *lo, size_t *hi) {
+    const unsigned n = pool && pool->n_started > 0 ? pool->n_started + 1 : 1;
+    if (thread >= n) {
+        *lo = *hi = n_tasks;
+        return;
+    }
+    *lo = (size_t)((uint64_t)n_tasks * thread / n);
+    *hi = (size_t)((uint64_t)n_tasks * (thread + 1) / n);
+}
+
+void fx_pool_prefetch(fx_pool *pool, unsigned thread, const void *addr,
+                      size_t bytes) {
+    if (!pool || thread >= pool->n_threads) return;
+    share *sh = &pool->shares[thread];
+    atomic_fetch_add(&sh->pf_seq, 1);
+    atomic_store(&sh->pf_addr, (uintptr_t)addr);
+    atomic_store(&sh->pf_bytes, addr ? bytes : 0);
+    atomic_fetch_add(&sh->pf_seq, 1);
+}
+
+bool fx_pool_prefetch_request(const fx_pool *pool, unsigned thread,
+                              const void **addr, size_t *bytes) {
+    if (!pool || thread >= pool->n_threads) return false;
+    share *sh = &pool->shares[thread];
+    const unsigned seq = atomic_load(&sh->pf_seq);
+    *addr = (const void *)atomic_load(&sh->pf_addr);
+    *bytes = atomic_load(&sh->pf_bytes);
+    return !(seq & 1u) && atomic_load(&sh->pf_seq) == seq;
+}
+
 unsigned fx_pool_threads(const fx_pool *pool) {
     return pool ? pool->n_threads : 0;
 }
@@ -366,11 +458,11 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
      * returned), so none reads these while they change. */
     pool->fn = fn;
     pool->ctx = ctx;
-    const unsigned n = pool->n_started + 1;
-    for (unsigned i = 0; i < n; i++)
-        atomic_store(&pool->shares[i].range,
-                     pack_range((uint64_t)n_tasks * i / n,
-                                (uint64_t)n_tasks * (i + 1) / n));
+    for (unsigned i = 0; i <= pool->n_started; i++) {
+        size_t lo, hi;
+        fx_pool_share_of(pool, n_tasks, i, &lo, &hi);
+        atomic_store(&pool->shares[i].range, pack_range(lo, hi));
+    }
     atomic_store(&pool->pending, pool->n_started);
     atomic_store(&pool->published_ns, now_ns());
     atomic_fetch_add(&pool->generation, 1);
@@ -383,7 +475,8 @@ fx_status fx_pool_run(fx_pool *pool, fx_pool_fn fn, void *ctx,
     run_tasks(pool, fn, ctx, 0);
 
     uint64_t start;
-    if (!spin_until(pool, &pool->caller_spin, &start, run_finished, 0)) {
+    if (!spin_until(pool, &pool->caller_spin, &start, run_finished, 0,
+                    &pool->caller_pf)) {
         pthread_mutex_lock(&pool->mu);
         atomic_store(&pool->caller_sleeping, true);
         atomic_fetch_add(&pool->sleeps, 1);

@@ -253,8 +253,17 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
  * the threads, and one quantization of x for Q8_0): same bits. */
 #define OUT(mat, out, ld_out) {(mat).data, (mat).type, (mat).n, out, ld_out}
 
+    /* Each matmul is preceded by a hint for the one after it, which the
+     * threads prefetch while they wait (fx_matmul_prefetch). */
+#define PREFETCH(k, ...)                                                     \
+    do {                                                                     \
+        const fx_mm_out next_[] = {__VA_ARGS__};                             \
+        fx_matmul_prefetch(f->kc, k, next_, sizeof next_ / sizeof *next_);   \
+    } while (0)
+
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const fx_layer_weights *lw = &w->layers[l];
+        const fx_layer_weights *next = l + 1 < hp->n_layer ? lw + 1 : NULL;
         /* attention block */
         for (uint32_t t = 0; t < n; t++)
             fx_rmsnorm(f->xb + (size_t)t * d, f->x + (size_t)t * d,
@@ -262,6 +271,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         const fx_mm_out qkv[3] = {OUT(lw->wq, f->q, f->q_dim),
                                   OUT(lw->wk, f->k, f->kv_dim),
                                   OUT(lw->wv, f->v, f->kv_dim)};
+        PREFETCH(f->q_dim, OUT(lw->wo, f->proj, d));
         if ((st = fx_matmul_multi(f->kc, f->xb, d, n, d, qkv, 3, flags)) !=
             FX_OK)
             return fx_fail(err, st, "forward: matmul failed");
@@ -287,6 +297,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         if ((st = fx_pool_run(fx_kernels_pool(f->kc), attend_one, &job,
                               (size_t)n * hp->n_head_kv)) != FX_OK)
             return fx_fail(err, st, "forward: attention failed");
+        PREFETCH(d, OUT(lw->w_gate, f->gate, ff), OUT(lw->w_up, f->up, ff));
         MATMUL(f->attn, f->q_dim, lw->wo, f->proj, d)
         for (uint32_t t = 0; t < n; t++)
             fx_add(f->x + (size_t)t * d, f->x + (size_t)t * d,
@@ -298,19 +309,24 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
                        lw->ffn_norm, d, hp->rms_norm_eps);
         const fx_mm_out gate_up[2] = {OUT(lw->w_gate, f->gate, ff),
                                       OUT(lw->w_up, f->up, ff)};
+        PREFETCH(ff, OUT(lw->w_down, f->proj, d));
         if ((st = fx_matmul_multi(f->kc, f->xb, d, n, d, gate_up, 2, flags)) !=
             FX_OK)
             return fx_fail(err, st, "forward: matmul failed");
         for (uint32_t t = 0; t < n; t++)
             f->swiglu(f->gate + (size_t)t * ff, f->gate + (size_t)t * ff,
                       f->up + (size_t)t * ff, ff);
+        if (next)
+            PREFETCH(d, OUT(next->wq, f->q, f->q_dim),
+                     OUT(next->wk, f->k, f->kv_dim),
+                     OUT(next->wv, f->v, f->kv_dim));
+        else
+            PREFETCH(d, OUT(w->output, NULL, hp->n_vocab));
         MATMUL(f->gate, ff, lw->w_down, f->proj, d)
         for (uint32_t t = 0; t < n; t++)
             fx_add(f->x + (size_t)t * d, f->x + (size_t)t * d,
                    f->proj + (size_t)t * d, d);
     }
-#undef MATMUL
-#undef OUT
 
     /* Logits only for the tokens that asked: the output matrix is the
      * largest in most small models, and prefill needs just the last row. */
@@ -321,6 +337,16 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
                    w->output_norm, d, hp->rms_norm_eps);
         n_logits++;
     }
+    /* The next call most likely starts where this one did. */
+    if (hp->n_layer > 0) {
+        const fx_layer_weights *first = &w->layers[0];
+        PREFETCH(d, OUT(first->wq, f->q, f->q_dim),
+                 OUT(first->wk, f->k, f->kv_dim),
+                 OUT(first->wv, f->v, f->kv_dim));
+    }
+#undef PREFETCH
+#undef MATMUL
+#undef OUT
     if (n_logits == 0) return FX_OK;
     if (!logits_out)
         return fx_fail(err, FX_ERR_INVALID_ARG,
