@@ -112,35 +112,49 @@ typedef struct fx_pool_worker {
     pthread_t thread;
 } fx_pool_worker;
 
+/* Fields in groups by who writes them, each group in cache lines of its
+ * own (the pads): a line one thread polls must not be one the other
+ * writes for another reason (the caller's prefetch cursor, say, written
+ * on every poll of its wait). Measured, 2 threads, a no-op run of 64
+ * tasks: 2.5 -> 1.8 us (medians of 20,000); of 2 tasks 1.4-1.7 us either
+ * way. */
 struct fx_pool {
+    /* The caller's alone (and the lock's). */
     fx_alloc alloc;
     unsigned n_threads;      /* including the calling thread */
     unsigned n_started;      /* workers successfully created */
     fx_pool_worker *workers; /* [n_threads - 1] */
     share *shares;           /* [n_threads] */
-
-    /* Sleeping and waking only. */
     pthread_mutex_t mu;
     pthread_cond_t wake;     /* a new run (or stop) was published */
     pthread_cond_t done;     /* the last worker finished the run */
-    atomic_uint sleepers;    /* workers waiting on wake (or about to) */
-    atomic_bool caller_sleeping;
     spin caller_spin;        /* the caller's wait for the end of a run */
     idle_pf caller_pf;       /* and what it prefetches meanwhile */
+    atomic_bool running;     /* catches a run from inside fn */
+    char pad_caller[64];
 
-    /* The current run: fn, ctx and the shares are written before generation
-     * is bumped (seq_cst) and read after it is seen. */
+    /* A run's publication, written by the caller, polled by the workers:
+     * fn, ctx and the shares are written before generation is bumped
+     * (seq_cst) and read after it is seen. published_ns: when (now_ns),
+     * what a sleeping worker adapts its budget to. */
     fx_pool_fn fn;
     void *ctx;
     atomic_uint_fast64_t generation; /* bumped once per run */
-    atomic_uint pending;     /* workers not yet finished with this run */
-    /* When the current run was published, and when its last worker
-     * finished (ns, now_ns): what a sleeper adapts its budget to. */
     atomic_uint_fast64_t published_ns;
-    atomic_uint_fast64_t finished_ns;
-    atomic_uint_fast64_t sleeps; /* waits that ended in a sleep */
     atomic_bool stop;
-    atomic_bool running;     /* catches a run from inside fn */
+    char pad_run[64];
+
+    /* A run's end, written by the workers, polled by the caller:
+     * finished_ns is when the last worker finished, for the caller's
+     * budget. */
+    atomic_uint pending;     /* workers not yet finished with this run */
+    atomic_uint_fast64_t finished_ns;
+    char pad_end[64];
+
+    /* Sleeping and waking only. */
+    atomic_uint sleepers;    /* workers waiting on wake (or about to) */
+    atomic_bool caller_sleeping;
+    atomic_uint_fast64_t sleeps; /* waits that ended in a sleep */
 };
 
 static uint64_t pack_range(uint64_t lo, uint64_t hi) { return lo << 32 | hi; }
