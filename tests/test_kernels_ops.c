@@ -545,7 +545,9 @@ static void order_task(void *ctx, size_t task, unsigned thread) {
  * should run its tasks in order, one stream: with one shared counter the
  * two threads alternated and every task was a jump (the hardware
  * prefetcher starting over each time, one-row decode ~15% slower). A
- * jump is allowed where a thread steals, at most a few times per run.
+ * jump is allowed where a thread steals: each steal halves what is left
+ * to steal, so a run of 64 has at most ~2 log2(64) steals in all, however
+ * the threads are scheduled (the counter gave ~30 jumps per thread).
  * Scheduling cannot make this fail: a thread that never runs leaves the
  * other one all the tasks, in order. */
 static void test_pool_threads_take_contiguous_shares(void **state) {
@@ -565,7 +567,7 @@ static void test_pool_threads_take_contiguous_shares(void **state) {
             unsigned jumps = 0;
             for (unsigned i = 1; i < p.count[t]; i++)
                 jumps += p.order[t][i] != p.order[t][i - 1] + 1;
-            assert_true(jumps <= 6);
+            assert_true(jumps <= 10);
         }
     }
     fx_pool_free(pool);
