@@ -31,6 +31,41 @@ static void test_rng_golden(void **state) {
     }
 }
 
+/* fx_argmax's contract as the plain scan it replaced: move only on a
+ * strictly larger value. */
+static int32_t argmax_scan(const float *x, uint32_t n) {
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}
+
+/* Every length up to 70 and a vocabulary's, with the maximum anywhere
+ * (the vector passes and the scalar tails), repeated maxima, -0 against
+ * +0, infinities and NaN, NaN first. */
+static void test_argmax_matches_scan(void **state) {
+    (void)state;
+    static float x[32003];
+    uint64_t s = 99;
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+    for (int rep = 0; rep < 400; rep++) {
+        const uint32_t n = rep < 71 ? (uint32_t)rep : 32000u + (uint32_t)(rep % 4);
+        for (uint32_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t r = (uint32_t)(s >> 33);
+            /* few distinct values, so maxima repeat */
+            x[i] = (float)(int)(r % 7) - 3.0f;
+            if (r % 11 == 0) x[i] = special[(r / 11) % 6];
+        }
+        if (rep % 5 == 0 && n > 0) x[0] = NAN;
+        if (rep % 7 == 0 && n > 3) x[n - 1] = 1e30f; /* max in the tail */
+        assert_int_equal(fx_argmax(x, n), argmax_scan(x, n));
+    }
+    const float z[3] = {-0.0f, 0.0f, -1.0f};
+    assert_int_equal(fx_argmax(z, 3), 0);
+    assert_int_equal(fx_argmax(z, 0), 0);
+}
+
 static void test_greedy(void **state) {
     (void)state;
     enum { N_LOGITS = 6 };
@@ -106,6 +141,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rng_golden),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_argmax_matches_scan),
         cmocka_unit_test(test_distribution_and_seed),
         cmocka_unit_test(test_top_p_and_min_p),
     };

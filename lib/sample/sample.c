@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* ---- the random stream ---- */
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -64,11 +68,43 @@ fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
     return FX_OK;
 }
 
+/* The first index of the largest logit: the index where a scan that
+ * moves only on a strictly larger value stops -- so NaN never wins (unless
+ * it is logits[0], which nothing then beats) and of equal values (-0 and
+ * +0 too) the first does. Greedy decoding calls this for every row every
+ * step: the scan reloading logits[best] made a 32000-token vocabulary
+ * take ~130 us (a load in every iteration's dependency chain), as much as
+ * 3% of a one-row step. Now two passes: the largest value, in lanes
+ * (x > m ? x : m, which keeps m for a NaN x: SSE's maxps, baseline on
+ * x86-64), then the first index equal to it: 3.4 us. */
 int32_t fx_argmax(const float *logits, uint32_t n) {
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return (int32_t)best;
+    if (n == 0 || logits[0] != logits[0]) return 0;
+    float mx = logits[0];
+    uint32_t i = 0;
+#if defined(__SSE2__)
+    __m128 m0 = _mm_set1_ps(mx), m1 = m0;
+    for (; i + 8 <= n; i += 8) {
+        m0 = _mm_max_ps(_mm_loadu_ps(logits + i), m0);
+        m1 = _mm_max_ps(_mm_loadu_ps(logits + i + 4), m1);
+    }
+    float lane[8];
+    _mm_storeu_ps(lane, m0);
+    _mm_storeu_ps(lane + 4, m1);
+    for (int j = 0; j < 8; j++) mx = lane[j] > mx ? lane[j] : mx;
+#endif
+    for (; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    i = 0;
+#if defined(__SSE2__)
+    const __m128 target = _mm_set1_ps(mx);
+    for (; i + 4 <= n; i += 4) {
+        const int hit =
+            _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(logits + i), target));
+        if (hit) return (int32_t)(i + (uint32_t)__builtin_ctz((unsigned)hit));
+    }
+#endif
+    for (; i < n; i++)
+        if (logits[i] == mx) return (int32_t)i;
+    return 0; /* not reached: mx is one of the logits */
 }
 
 /* Descending logit, then ascending id: a total order, so sorting is

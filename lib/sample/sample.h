@@ -120,7 +120,8 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
 float fx_logprobs(const float *logits, uint32_t n_vocab, int32_t token,
                   fx_token_logprob *top, uint32_t n_top);
 
-/* The highest logit's id; the lowest id wins a tie. */
+/* The highest logit's id; the lowest id wins a tie (-0 and +0 tie). NaN
+ * never wins, except at id 0, which then nothing beats; n == 0 gives 0. */
 int32_t fx_argmax(const float *logits, uint32_t n);
 
 #endif /* FX_SAMPLE_H */
