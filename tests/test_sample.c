@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -64,6 +65,55 @@ static void test_argmax_matches_scan(void **state) {
     const float z[3] = {-0.0f, 0.0f, -1.0f};
     assert_int_equal(fx_argmax(z, 3), 0);
     assert_int_equal(fx_argmax(z, 0), 0);
+}
+
+/* by_logit's order, for the reference sort. */
+static int ref_by_logit(const void *a, const void *b) {
+    const fx_candidate *x = a, *y = b;
+    int xn = x->logit != x->logit, yn = y->logit != y->logit;
+    if (xn != yn) return xn - yn;
+    if (!xn && x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* fx_sort_by_logit (a radix sort in the candidates' own memory) gives
+ * exactly qsort's permutation: sizes on both sides of its qsort cutoff,
+ * ids in any order and up to 2^24 (an odd number of passes, which ends in
+ * the other half of the buffer), repeated logits, -0 and +0, infinities,
+ * NaN of either sign. */
+static void test_sort_by_logit(void **state) {
+    (void)state;
+    static fx_candidate a[40000], b[40000];
+    uint64_t s = 7;
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+    const size_t sizes[] = {0, 1, 255, 256, 257, 1000, 32000, 40000};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int big_ids = 0; big_ids < 2; big_ids++) {
+            const size_t n = sizes[k];
+            for (size_t i = 0; i < n; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                const uint32_t r = (uint32_t)(s >> 33);
+                a[i].id = big_ids ? (int32_t)(r & 0xffffffu) : (int32_t)i;
+                a[i].logit = (float)(int)(r % 1000) * 0.25f - 100.0f;
+                if (r % 13 == 0) a[i].logit = special[(r / 13) % 6];
+                a[i].p = 0;
+            }
+            /* any order in: shuffle */
+            for (size_t i = n; i > 1; i--) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                const size_t j = (size_t)(s >> 33) % i;
+                fx_candidate t = a[i - 1];
+                a[i - 1] = a[j];
+                a[j] = t;
+            }
+            memcpy(b, a, n * sizeof *a);
+            qsort(b, n, sizeof *b, ref_by_logit);
+            fx_sort_by_logit(a, n);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(a[i].id, b[i].id);
+                assert_memory_equal(&a[i].logit, &b[i].logit, sizeof(float));
+            }
+        }
 }
 
 static void test_greedy(void **state) {
@@ -142,6 +192,7 @@ int main(void) {
         cmocka_unit_test(test_rng_golden),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_argmax_matches_scan),
+        cmocka_unit_test(test_sort_by_logit),
         cmocka_unit_test(test_distribution_and_seed),
         cmocka_unit_test(test_top_p_and_min_p),
     };

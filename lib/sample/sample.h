@@ -120,6 +120,11 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
 float fx_logprobs(const float *logits, uint32_t n_vocab, int32_t token,
                   fx_token_logprob *top, uint32_t n_top);
 
+/* c[0..n) sorted by logit, highest first, ties (-0 and +0 too) by lower
+ * id, NaN last: the order of the sampler chain. In c's own memory, no
+ * allocation; ids must be >= 0. */
+void fx_sort_by_logit(fx_candidate *c, size_t n);
+
 /* The highest logit's id; the lowest id wins a tie (-0 and +0 tie). NaN
  * never wins, except at id 0, which then nothing beats; n == 0 gives 0. */
 int32_t fx_argmax(const float *logits, uint32_t n);
