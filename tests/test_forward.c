@@ -453,21 +453,37 @@ static void test_batch_invariance(void **state) {
     }
 }
 
+/* A loaded model holds every Q8_0 matrix the matmuls read in the R16
+ * form (fx_kernels_prefer_r16), whatever its N: odd N too. */
+static void assert_repacked_r16(const fx_weights *w, const fx_hparams *hp) {
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const fx_layer_weights *lw = &w->layers[l];
+        const fx_matrix *ms[] = {&lw->wq,     &lw->wk,   &lw->wv, &lw->wo,
+                                 &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+            assert_int_equal(ms[i]->type, FX_WTYPE_Q8_0_R16);
+    }
+    assert_int_equal(w->output.type, FX_WTYPE_Q8_0_R16);
+}
+
 /* Every code path gives the same bits: the whole forward pass (matmuls,
  * Q8_0 activation quantization, attention's grouped scores and weighted
  * sums) on the portable path, AVX2 and AVX-512, for every weight type, on
  * the default shape and on ones whose head_dim has a 32-wide part and a
  * tail (36), with 1, 2, 3 and 6 query heads per KV head (the attention
- * kernels take 4 heads x 2 keys and 2 heads at a time); an odd prompt
- * length leaves a last key of its own. */
+ * kernels take 4 heads x 2 keys and 2 heads at a time), and odd
+ * vocabularies; an odd prompt length leaves a last key of its own. */
 static void test_isa_invariance(void **state) {
     (void)state;
     const uint32_t types[] = {0, 1, 30, 8};
     const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
     const fx_isa allisas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
-    /* n_embd, n_head, n_head_kv; 0: the default (64, 4, 2) */
-    const uint32_t shapes[][3] = {{0, 0, 0}, {288, 8, 4}, {288, 6, 2},
-                                  {288, 12, 2}, {96, 4, 4}};
+    /* n_embd, n_head, n_head_kv, n_vocab; 0: the default (64, 4, 2, 64).
+     * An odd n_vocab gives the output matrix an odd N: repacked to R16
+     * all the same, with a short last tile (67 = 4 * 16 + 3). */
+    const uint32_t shapes[][4] = {{0, 0, 0, 0},    {288, 8, 4, 0},
+                                  {288, 6, 2, 67}, {288, 12, 2, 0},
+                                  {96, 4, 4, 101}};
     for (int shape = 0; shape < 5; shape++)
         for (int ty = 0; ty < 4; ty++) {
             gw_model_spec spec;
@@ -479,6 +495,7 @@ static void test_isa_invariance(void **state) {
                 spec.n_head = shapes[shape][1];
                 spec.n_head_kv = shapes[shape][2];
                 spec.arch = shape % 2 ? "qwen2" : "llama";
+                if (shapes[shape][3]) spec.n_vocab = shapes[shape][3];
             }
             enum { N = 23 };
             int32_t tokens[N];
@@ -502,8 +519,7 @@ static void test_isa_invariance(void **state) {
                 if (!have_isa(isa)) continue;
                 harness_open_full(&h, &spec, 2, isa, repack);
                 if (repack && spec.type == 8)
-                    assert_int_equal(h.w.layers[0].wq.type,
-                                     FX_WTYPE_Q8_0_R12);
+                    assert_repacked_r16(&h.w, &h.hp);
                 seq_kv_init(&kv, &h.hp);
                 run_chunked(&h, &kv, tokens, N, 9, got);
                 if (memcmp(got, want, (size_t)N * V * sizeof *got) != 0)

@@ -11,12 +11,17 @@
  *  - accuracy against a double-precision reference on the same weight
  *    values, within g(ceil(K/8)+3) * sum|x*w|, the bound of the defined
  *    order (8 sequential lanes of ceil(K/8) fmas, then a 3-level tree);
- *  - Q8_0: the definition of kernels.h (activation quantization, exact
- *    integer group sums, one fma per block) written again here, equal bit
- *    for bit to every path, on blocks with rounding ties, zeros, tiny and
- *    huge values; within g(K/32+4) of exact arithmetic on the same quants
- *    and within the quantization error of the float x; NaN and inf in x
- *    give NaN on every path;
+ *  - Q8_0: the definition of kernels.h (activation quantization, one exact
+ *    integer sum per block, one fma per block into one accumulator)
+ *    written again here, equal bit for bit to every path, on the Q8_0 and
+ *    the repacked R16 form, on blocks with rounding ties, zeros, tiny and
+ *    huge values; the definition and the library within g(K/32+1) of
+ *    exact arithmetic on the same quants and within the quantization
+ *    error of the float x; NaN and inf in x give NaN on every path;
+ *  - R16: the repacked layout byte for byte against the prose of
+ *    kernels.h, fx_q8_r16_at against it, every byte of the matrix used
+ *    once (no gap, the same size), any N (odd too), full and short tiles,
+ *    odd and even block counts; the same bits as Q8_0 on every path;
  *  - signed zeros from underflow survive the tail padding identically;
  *  - several weights on one x (fx_matmul_multi) give each output exactly
  *    what a call of its own gives;
@@ -76,7 +81,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
                 memcpy(dst + 2 * j, &h, 2);
             }
             break;
-        case FX_WTYPE_Q8_0_R12: fail(); break; /* repack_r12 a Q8_0 one */
+        case FX_WTYPE_Q8_0_R16: fail(); break; /* repack_r16 a Q8_0 one */
         case FX_WTYPE_Q8_0: {
             fx_block_q8_0 *blk = malloc(rb);
             assert_non_null(blk);
@@ -169,24 +174,24 @@ typedef struct shape {
     size_t m, n, k;
 } shape;
 
-/* The same Q8_0 matrix repacked (fx_q8_0_repack_r12). */
-static uint8_t *repack_r12(const uint8_t *w, size_t n, size_t k) {
+/* The same Q8_0 matrix repacked (fx_q8_0_repack_r16). */
+static uint8_t *repack_r16(const uint8_t *w, size_t n, size_t k) {
     const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
-    uint8_t *out = malloc(bytes);
+    uint8_t *out = malloc(bytes ? bytes : 1);
     assert_non_null(out);
-    assert_int_equal(fx_q8_0_repack_r12(out, w, n, k), FX_OK);
+    assert_int_equal(fx_q8_0_repack_r16(out, w, n, k), FX_OK);
     return out;
 }
 
 /* Every ISA, thread count and batch against the portable path run one
- * row at a time. For R12 the reference is the portable Q8_0 path on the
+ * row at a time. For R16 the reference is the portable Q8_0 path on the
  * matrix before repacking: the layout must not change a bit. */
 static void check_invariance(fx_wtype t, shape sh) {
     const size_t ldx = sh.k + 3;
-    const bool r12 = t == FX_WTYPE_Q8_0_R12;
-    const fx_wtype t_ref = r12 ? FX_WTYPE_Q8_0 : t;
+    const bool r16 = t == FX_WTYPE_Q8_0_R16;
+    const fx_wtype t_ref = r16 ? FX_WTYPE_Q8_0 : t;
     uint8_t *w_ref = make_weights(t_ref, sh.n, sh.k, sh.n * 131 + sh.k);
-    uint8_t *w = r12 ? repack_r12(w_ref, sh.n, sh.k) : w_ref;
+    uint8_t *w = r16 ? repack_r16(w_ref, sh.n, sh.k) : w_ref;
     float *x = make_x(sh.m, sh.k, ldx, sh.k);
 
     /* The reference: the portable path, one thread, each row alone. */
@@ -261,61 +266,24 @@ static void test_invariance_q8_0(void **state) {
         check_invariance(FX_WTYPE_Q8_0, shapes[s]);
 }
 
-/* R12: tiles of 12 and a short last tile (N = 2, 10, 14, 22, 36, 98),
- * groups of 8 blocks and a short last group (K = 32 .. 544), several
- * tasks per thread, the streaming and the packed paths (M up to 150). */
-static void test_invariance_q8_0_r12(void **state) {
+/* R16: N = 1 (one short tile of one row), 3, 15, 16 (one full tile), 17,
+ * 31, 33, 47, 100, 200 (full tiles and a short last one, several tasks
+ * per thread), then a short last tile of every size 1..15 behind two full
+ * ones; K with odd and even block counts (1, 3, 5, 9, 17 and 2, 32, 88
+ * blocks: pairs of blocks and a lone last block); M from 1 to 150 (the
+ * batches of check_invariance: one-tile, small-M and large-M paths). */
+static void test_invariance_q8_0_r16(void **state) {
     (void)state;
-    const shape shapes[] = {{37, 2, 32},    {37, 14, 96},  {37, 36, 256},
-                            {70, 98, 544},  {70, 10, 288}, {150, 22, 288},
-                            {9, 12, 32},    {40, 122, 64}};
+    const shape shapes[] = {{37, 1, 32},    {37, 3, 96},    {37, 15, 64},
+                            {37, 16, 1024}, {70, 17, 288},  {37, 31, 160},
+                            {150, 33, 96},  {40, 47, 2816}, {70, 100, 544},
+                            {9, 16, 32},    {40, 200, 64},  {9, 5, 2816}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        check_invariance(FX_WTYPE_Q8_0_R12, shapes[s]);
-}
-
-/* The repacked matrix holds every block once, where fx_q8_r12_at says:
- * same bytes (quants XOR 0x80), same size; bad shapes are refused. */
-static void test_r12_layout(void **state) {
-    (void)state;
-    const size_t shapes[][2] = {{2, 32}, {12, 256}, {26, 320}, {100, 64}};
-    for (size_t si = 0; si < 4; si++) {
-        const size_t n = shapes[si][0], k = shapes[si][1], nb = k / 32;
-        uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 3 + si);
-        const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
-        uint8_t *r = malloc(bytes);
-        unsigned char *seen = calloc(bytes, 1);
-        assert_non_null(r);
-        assert_non_null(seen);
-        assert_int_equal(fx_q8_0_repack_r12(r, w, n, k), FX_OK);
-        for (size_t row = 0; row < n; row++)
-            for (size_t b = 0; b < nb; b++) {
-                size_t q, d;
-                fx_q8_r12_at(n, nb, row, b, &q, &d);
-                assert_true(q + 32 <= bytes && d + 2 <= bytes);
-                const uint8_t *blk = w + row * nb * 34 + b * 34;
-                assert_memory_equal(r + d, blk, 2);
-                for (int i = 0; i < 32; i++) {
-                    assert_int_equal(r[q + (size_t)i], blk[2 + i] ^ 0x80);
-                    seen[q + (size_t)i]++;
-                }
-                seen[d]++;
-                seen[d + 1]++;
-            }
-        for (size_t i = 0; i < bytes; i++) assert_int_equal(seen[i], 1);
-        free(seen);
-        free(r);
-        free(w);
+        check_invariance(FX_WTYPE_Q8_0_R16, shapes[s]);
+    for (size_t r = 1; r < FX_R16_ROWS; r++) {
+        const shape sh = {34, 2 * FX_R16_ROWS + r, r % 2 ? 96 : 64};
+        check_invariance(FX_WTYPE_Q8_0_R16, sh);
     }
-    uint8_t buf[68];
-    assert_int_equal(fx_q8_0_repack_r12(buf, buf + 0, 1, 32),
-                     FX_ERR_INVALID_ARG); /* odd N */
-    assert_int_equal(fx_q8_0_repack_r12(buf, buf, 2, 33), FX_ERR_INVALID_ARG);
-    fx_kernels *kc = make_ctx(FX_ISA_AUTO, 1);
-    float x[32] = {0}, y[3];
-    assert_int_equal(fx_matmul(kc, x, 32, 1, buf, FX_WTYPE_Q8_0_R12, 1, 32, y,
-                               1, 0),
-                     FX_ERR_INVALID_ARG);
-    fx_kernels_free(kc);
 }
 
 /* ---- accuracy ---- */
@@ -404,25 +372,23 @@ static void ref_quantize_block(const float *x, int8_t q[32], float *dx) {
     }
 }
 
-/* y for one x row and one weight row, in the order of kernels.h. */
+/* y for one x row and one weight row, in the order of kernels.h: one
+ * accumulator, blocks in increasing order, each block's 32 products summed
+ * exactly as integers, then one fma by the rounded product of the scales. */
 static float ref_q8_dot(const float *x, const uint8_t *wrow, size_t k) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float acc = +0.0f;
     for (size_t b = 0; b < k / 32; b++) {
         int8_t q[32];
         float dx;
         ref_quantize_block(x + 32 * b, q, &dx);
         fx_block_q8_0 blk;
         memcpy(&blk, wrow + b * sizeof blk, sizeof blk);
-        const float s = fx_f16_to_f32(blk.d) * dx;
-        for (int j = 0; j < 8; j++) {
-            int32_t p = 0;
-            for (int i = 4 * j; i < 4 * j + 4; i++)
-                p += (int32_t)blk.qs[i] * (int32_t)q[i];
-            acc[j] = fmaf(s, (float)p, acc[j]);
-        }
+        const float s = fx_f16_to_f32(blk.d) * dx; /* one rounding */
+        int32_t p = 0;
+        for (int i = 0; i < 32; i++) p += (int32_t)blk.qs[i] * (int32_t)q[i];
+        acc = fmaf(s, (float)p, acc); /* (float)p is exact: |p| < 2^24 */
     }
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
-           ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    return acc;
 }
 
 /* Blocks that stress the quantizer: one with x * id landing exactly on
@@ -448,10 +414,45 @@ static void fill_special_x(float *x, size_t k, uint64_t seed) {
     }
 }
 
+/* The Q8_0 weights in both forms a matmul takes: as the file has them
+ * and repacked (the same bits out of every path). */
+static const fx_wtype q8_types[] = {FX_WTYPE_Q8_0, FX_WTYPE_Q8_0_R16};
+
+/* y = x * W^T on every ISA the CPU has, 1 and 2 threads, from both forms
+ * of the Q8_0 matrix w, equal bit for bit to want ([m][n]). */
+static void check_q8_all_paths(const float *x, size_t ldx, size_t m,
+                               const uint8_t *w, size_t n, size_t k,
+                               const float *want, const char *name) {
+    uint8_t *wr = repack_r16(w, n, k);
+    const fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    for (int a = 0; a < 3; a++)
+        for (unsigned threads = 1; threads <= 2; threads++) {
+            fx_kernels *kc = make_ctx(isas[a], threads);
+            if (!kc) continue;
+            for (int f = 0; f < 2; f++) {
+                float *y = run_mm(kc, x, ldx, 0, m, f ? wr : w, q8_types[f],
+                                  n, k);
+                char what[128];
+                snprintf(what, sizeof what,
+                         "%s %s isa=%d threads=%u M=%zu N=%zu K=%zu", name,
+                         fx_wtype_name(q8_types[f]), (int)isas[a], threads, m,
+                         n, k);
+                for (size_t r = 0; r < m; r++)
+                    assert_rows_identical(y + r * n, want + r * n, n, what, r);
+                free(y);
+            }
+            fx_kernels_free(kc);
+        }
+    free(wr);
+}
+
 static void test_q8_definition(void **state) {
     (void)state;
-    const shape shapes[] = {{9, 13, 192}, {40, 7, 64}, {3, 50, 1024}};
-    fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    /* Odd and even N and block counts, short R16 tiles, M from one row to
+     * the large-M path. */
+    const shape shapes[] = {{9, 13, 192}, {40, 7, 64},  {3, 50, 1024},
+                            {1, 1, 32},   {35, 17, 96}, {2, 33, 2816},
+                            {70, 16, 160}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape sh = shapes[si];
         uint8_t *w = make_weights(FX_WTYPE_Q8_0, sh.n, sh.k, 17 + si);
@@ -465,44 +466,96 @@ static void test_q8_definition(void **state) {
         for (size_t r = 0; r < sh.m; r++)
             for (size_t n = 0; n < sh.n; n++)
                 want[r * sh.n + n] = ref_q8_dot(x + r * sh.k, w + n * rb, sh.k);
-        for (int a = 0; a < 3; a++)
-            for (unsigned threads = 1; threads <= 2; threads++) {
-                fx_kernels *kc = make_ctx(isas[a], threads);
-                if (!kc) continue;
-                float *y = run_mm(kc, x, sh.k, 0, sh.m, w, FX_WTYPE_Q8_0,
-                                  sh.n, sh.k);
-                char what[96];
-                snprintf(what, sizeof what, "q8_0 definition isa=%d M=%zu K=%zu",
-                         (int)isas[a], sh.m, sh.k);
-                for (size_t r = 0; r < sh.m; r++)
-                    assert_rows_identical(y + r * sh.n, want + r * sh.n, sh.n,
-                                          what, r);
-                free(y);
-                fx_kernels_free(kc);
-            }
+        check_q8_all_paths(x, sh.k, sh.m, w, sh.n, sh.k, want,
+                           "q8_0 definition");
         free(want);
         free(x);
         free(w);
     }
 }
 
-/* Against exact arithmetic on the same quants, within g(K/32 + 4) of the
- * magnitudes (one rounding for the scale, K/32 fmas, the tree); and
- * against the float x, within the quantization error on top: each x[i]
- * is represented as dx * q[i] to within dx/2 + 3u|x[i]|. */
+/* The order itself, on numbers worked out by hand: block 0 contributes
+ * 2^24, blocks 1, 2 and 3 contribute 1 each. One accumulator in block
+ * order gives 2^24 + 1 -> 2^24 (a tie, to even) three times: y = 2^24
+ * exactly, where any other order or grouping that sums the small blocks
+ * first (the exact sum is 2^24 + 3) gives more. And block 0 scaled by a
+ * dw * dx that is not exact in float: s must be rounded before the fma.
+ * The reference must agree, so it is checked too. */
+static void test_q8_order(void **state) {
+    (void)state;
+    const size_t k = 128, nb = k / 32, m = 40, n = 17;
+    /* x: in every block amax 127 (x[0]) so dx = 1 and q = x. */
+    float *x = calloc(m * k, sizeof *x);
+    assert_non_null(x);
+    for (size_t r = 0; r < m; r++)
+        for (size_t b = 0; b < nb; b++) {
+            x[r * k + 32 * b] = 127.0f;
+            x[r * k + 32 * b + 1] = b == 0 ? 64.0f : 1.0f;
+        }
+    /* w: qs[0] = 0, qs[1] = 16 with dw = 2^14 in block 0 (p = 1024:
+     * 2^24), qs[1] = 1 with dw = 1 in the others (p = 1). */
+    const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k);
+    uint8_t *w = calloc(n, rb);
+    assert_non_null(w);
+    for (size_t j = 0; j < n; j++)
+        for (size_t b = 0; b < nb; b++) {
+            fx_block_q8_0 blk;
+            memset(&blk, 0, sizeof blk);
+            blk.d = fx_f32_to_f16(b == 0 ? 0x1p14f : 1.0f);
+            blk.qs[1] = b == 0 ? 16 : 1;
+            memcpy(w + j * rb + b * sizeof blk, &blk, sizeof blk);
+        }
+    float *want = malloc(m * n * sizeof *want);
+    assert_non_null(want);
+    for (size_t i = 0; i < m * n; i++) want[i] = 0x1p24f;
+    for (size_t i = 0; i < n; i++)
+        assert_true(ref_q8_dot(x, w + i * rb, k) == 0x1p24f);
+    check_q8_all_paths(x, k, m, w, n, k, want, "q8_0 order");
+
+    /* One rounding of s: x = 100 at x[0] gives dx = 100/127 (inexact) and
+     * q[0] = 127; dw = 3 and qs[0] = 1: p = 127, and s = f32(3 * dx). */
+    float x1[32] = {100.0f};
+    fx_block_q8_0 b1;
+    memset(&b1, 0, sizeof b1);
+    b1.d = fx_f32_to_f16(3.0f);
+    b1.qs[0] = 1;
+    const float dx = 100.0f / 127.0f;
+    const float s = 3.0f * dx;
+    const float want1 = fmaf(s, 127.0f, 0.0f);
+    assert_true(ref_q8_dot(x1, (const uint8_t *)&b1, 32) == want1);
+    float w1[1] = {want1};
+    check_q8_all_paths(x1, 32, 1, (const uint8_t *)&b1, 1, 32, w1,
+                       "q8_0 scale rounding");
+    free(want);
+    free(w);
+    free(x);
+}
+
+/* Against exact arithmetic on the same quants, within g(K/32 + 1) *
+ * sum_b |f32(dw) dx p_b| (kernels.h: one rounding for the scale, K/32
+ * fmas into one accumulator); and against the float x, within the
+ * quantization error on top: each x[i] is represented as dx * q[i] to
+ * within dx/2 + 3u|x[i]|. Both the library (every path gives the same
+ * bits: test_q8_definition) and the reference are held to it, so the
+ * bound of kernels.h is checked on its definition too. */
 static void test_q8_accuracy(void **state) {
     (void)state;
     fx_kernels *kc = make_ctx(FX_ISA_AUTO, 2);
     const shape shapes[] = {{1, 64, 4096}, {20, 40, 4096}, {5, 33, 992},
-                            {9, 17, 352}, {70, 9, 288}};
+                            {9, 17, 352}, {70, 9, 288}, {3, 5, 32}};
     const double u = 0x1p-24;
+    double worst = 0; /* the largest error as a fraction of its bound */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape sh = shapes[si];
         uint8_t *w = make_weights(FX_WTYPE_Q8_0, sh.n, sh.k, 99 + sh.k);
+        uint8_t *wr = repack_r16(w, sh.n, sh.k);
         float *x = make_x(sh.m, sh.k, sh.k, 5);
-        float *y = run_mm(kc, x, sh.k, 0, sh.m, w, FX_WTYPE_Q8_0, sh.n, sh.k);
+        float *ys[2];
+        for (int f = 0; f < 2; f++)
+            ys[f] = run_mm(kc, x, sh.k, 0, sh.m, f ? wr : w, q8_types[f],
+                           sh.n, sh.k);
         const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, sh.k);
-        const double j = (double)(sh.k / 32 + 4);
+        const double j = (double)(sh.k / 32 + 1);
         const double gamma = j * u / (1.0 - j * u);
         for (size_t m = 0; m < sh.m; m++)
             for (size_t n = 0; n < sh.n; n++) {
@@ -515,41 +568,54 @@ static void test_q8_accuracy(void **state) {
                     fx_block_q8_0 blk;
                     memcpy(&blk, w + n * rb + b * sizeof blk, sizeof blk);
                     const double dw = fx_f16_to_f32(blk.d);
-                    double p = 0, pa = 0;
+                    int64_t p = 0;
                     for (int i = 0; i < 32; i++) {
-                        p += (double)blk.qs[i] * q[i];
-                        pa += fabs((double)blk.qs[i] * q[i]);
+                        p += (int64_t)blk.qs[i] * q[i];
                         const double wv = dw * blk.qs[i];
                         exact_f += wv * xb[i];
                         qerr += fabs(wv) * (dx / 2.0 + 3.01 * u * fabs(xb[i]));
                     }
-                    exact_q += dw * dx * p;
-                    mag_q += fabs(dw * dx) * pa;
+                    exact_q += dw * dx * (double)p;
+                    mag_q += fabs(dw * dx * (double)p);
                 }
-                const double got = y[m * sh.n + n];
-                if (fabs(got - exact_q) > gamma * mag_q ||
-                    fabs(got - exact_f) > gamma * mag_q + qerr) {
-                    print_error("q8_0 K=%zu y[%zu][%zu]=%.9g exact(q)=%.9g "
-                                "bound %g exact(x)=%.9g bound %g\n", sh.k, m,
-                                n, got, exact_q, gamma * mag_q, exact_f,
-                                gamma * mag_q + qerr);
-                    fail();
+                const double got[3] = {
+                    ys[0][m * sh.n + n], ys[1][m * sh.n + n],
+                    ref_q8_dot(x + m * sh.k, w + n * rb, sh.k)};
+                for (int g = 0; g < 3; g++) {
+                    const double eq = fabs(got[g] - exact_q);
+                    if (eq > gamma * mag_q ||
+                        fabs(got[g] - exact_f) > gamma * mag_q + qerr) {
+                        print_error("%s K=%zu y[%zu][%zu]=%.9g exact(q)=%.9g "
+                                    "bound %g exact(x)=%.9g bound %g\n",
+                                    g == 2 ? "reference"
+                                           : fx_wtype_name(q8_types[g]),
+                                    sh.k, m, n, got[g], exact_q,
+                                    gamma * mag_q, exact_f,
+                                    gamma * mag_q + qerr);
+                        fail();
+                    }
+                    if (mag_q > 0 && eq / (gamma * mag_q) > worst)
+                        worst = eq / (gamma * mag_q);
                 }
             }
-        free(y);
+        free(ys[0]);
+        free(ys[1]);
         free(x);
+        free(wr);
         free(w);
     }
+    print_message("q8_0: worst error %.3f of the bound\n", worst);
     fx_kernels_free(kc);
 }
 
 /* A block holding NaN or inf makes the row's outputs NaN on every path
- * (the float x would give inf or NaN; a quantized block cannot carry
- * inf). The other rows of the batch are untouched. */
+ * and both forms (the float x would give inf or NaN; a quantized block
+ * cannot carry inf). The other rows of the batch are untouched. */
 static void test_q8_nonfinite(void **state) {
     (void)state;
     const size_t k = 96, n = 5, m = 3;
     uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 8);
+    uint8_t *wr = repack_r16(w, n, k);
     float *x = make_x(m, k, k, 9);
     x[0 * k + 40] = NAN;
     x[2 * k + 95] = -INFINITY;
@@ -558,19 +624,196 @@ static void test_q8_nonfinite(void **state) {
     for (int a = 0; a < 3; a++) {
         fx_kernels *kc = make_ctx(isas[a], 1);
         if (!kc) continue;
-        float *y = run_mm(kc, x, k, 0, m, w, FX_WTYPE_Q8_0, n, k);
-        for (size_t j = 0; j < n; j++) {
-            assert_true(isnan(y[0 * n + j]));
-            assert_true(isnan(y[2 * n + j]));
-            const float want = ref_q8_dot(x + k, w + j * rb, k);
-            assert_true(isfinite(y[n + j]));
-            assert_rows_identical(&y[n + j], &want, 1, "q8_0 finite row", 1);
+        for (int f = 0; f < 2; f++) {
+            float *y = run_mm(kc, x, k, 0, m, f ? wr : w, q8_types[f], n, k);
+            for (size_t j = 0; j < n; j++) {
+                assert_true(isnan(y[0 * n + j]));
+                assert_true(isnan(y[2 * n + j]));
+                const float want = ref_q8_dot(x + k, w + j * rb, k);
+                assert_true(isfinite(y[n + j]));
+                assert_rows_identical(&y[n + j], &want, 1, "q8_0 finite row",
+                                      1);
+            }
+            free(y);
         }
-        free(y);
         fx_kernels_free(kc);
     }
     free(x);
+    free(wr);
     free(w);
+}
+
+/* ---- the R16 layout ---- */
+
+/* The layout of kernels.h written again from its prose, by walking the
+ * repacked matrix in storage order: tiles of 16 rows (the last one
+ * shorter), in each tile groups of 2 blocks (the last one single when B
+ * is odd), in each group first every block's scales row by row, then per
+ * block, per 4-quant slice j, per row, the 4 quants XOR 0x80. Returns the
+ * bytes written, which must be the matrix's size. */
+static size_t ref_repack_r16(uint8_t *dst, const uint8_t *src, size_t n,
+                             size_t k) {
+    const size_t nb = k / 32, rb = nb * 34;
+    size_t o = 0;
+    for (size_t t = 0; t < n; t += 16) {
+        assert_int_equal(o, t * rb); /* a tile where its first row was */
+        const size_t rows = n - t < 16 ? n - t : 16;
+        for (size_t g = 0; g < nb; g += 2) {
+            const size_t gb = nb - g < 2 ? nb - g : 2;
+            for (size_t i = 0; i < gb; i++)
+                for (size_t r = 0; r < rows; r++) {
+                    const uint8_t *blk = src + (t + r) * rb + (g + i) * 34;
+                    dst[o++] = blk[0];
+                    dst[o++] = blk[1];
+                }
+            for (size_t i = 0; i < gb; i++)
+                for (size_t j = 0; j < 8; j++)
+                    for (size_t r = 0; r < rows; r++) {
+                        const uint8_t *blk = src + (t + r) * rb + (g + i) * 34;
+                        for (size_t e = 0; e < 4; e++)
+                            dst[o++] = (uint8_t)(blk[2 + 4 * j + e] ^ 0x80);
+                    }
+        }
+    }
+    return o;
+}
+
+/* The repacked matrix is the layout of kernels.h byte for byte, of the
+ * matrix's size (nothing written past it); every block is where
+ * fx_q8_r16_at says, its quants flipped and its scale intact; and every
+ * byte of the matrix belongs to exactly one (row, block): a permutation,
+ * no gap. For N of every size class (1, 2, 3, 15, 16, 17, 31, 32, 33, 47,
+ * 100) and odd and even block counts. A full tile's groups start on a
+ * 64-byte line with B even, as kernels.h promises. */
+static void test_r16_layout(void **state) {
+    (void)state;
+    const size_t ns[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 100};
+    const size_t ks[] = {32, 64, 96, 320, 544};
+    const size_t guard = 64;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            const size_t n = ns[ni], k = ks[ki], nb = k / 32;
+            uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 3 + ni * 7 + ki);
+            const size_t bytes = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k) * n;
+            assert_int_equal(bytes, n * nb * 34);
+            uint8_t *r = malloc(bytes + guard);
+            uint8_t *want = malloc(bytes);
+            unsigned char *seen = calloc(bytes, 1);
+            assert_non_null(r);
+            assert_non_null(want);
+            assert_non_null(seen);
+            memset(r, 0xa5, bytes + guard);
+            assert_int_equal(fx_q8_0_repack_r16(r, w, n, k), FX_OK);
+            for (size_t i = bytes; i < bytes + guard; i++)
+                assert_int_equal(r[i], 0xa5);
+            assert_int_equal(ref_repack_r16(want, w, n, k), bytes);
+            if (memcmp(r, want, bytes) != 0) {
+                for (size_t i = 0; i < bytes; i++)
+                    if (r[i] != want[i]) {
+                        print_error("N=%zu K=%zu: byte %zu is 0x%02x, the "
+                                    "layout says 0x%02x\n", n, k, i, r[i],
+                                    want[i]);
+                        break;
+                    }
+                fail();
+            }
+            for (size_t row = 0; row < n; row++)
+                for (size_t b = 0; b < nb; b++) {
+                    size_t q, d, stride;
+                    fx_q8_r16_at(n, nb, row, b, &q, &d, &stride);
+                    assert_true(d + 2 <= bytes);
+                    assert_true(stride >= 4);
+                    assert_true(q + 7 * stride + 4 <= bytes);
+                    const uint8_t *blk = w + row * nb * 34 + b * 34;
+                    assert_memory_equal(r + d, blk, 2);
+                    seen[d]++;
+                    seen[d + 1]++;
+                    for (size_t j = 0; j < 8; j++)
+                        for (size_t e = 0; e < 4; e++) {
+                            const size_t at = q + j * stride + e;
+                            assert_int_equal(r[at],
+                                             blk[2 + 4 * j + e] ^ 0x80);
+                            seen[at]++;
+                        }
+                    /* A full tile with B even: each group's scales and
+                     * every 4-quant slice of its row 0 start a line. */
+                    const size_t tile = row / 16 * 16;
+                    if (n - tile >= 16 && nb % 2 == 0 && row % 16 == 0) {
+                        assert_int_equal(q % 64, 0);
+                        assert_int_equal(stride, 64);
+                        if (b % 2 == 0) assert_int_equal(d % 64, 0);
+                    }
+                }
+            for (size_t i = 0; i < bytes; i++)
+                if (seen[i] != 1) {
+                    print_error("N=%zu K=%zu: byte %zu used %u times\n", n, k,
+                                i, (unsigned)seen[i]);
+                    fail();
+                }
+            free(seen);
+            free(want);
+            free(r);
+            free(w);
+        }
+}
+
+/* Bad shapes and pointers are refused; an empty matrix is nothing to do;
+ * odd N is a valid R16 matrix (fx_matmul and fx_matmul_multi take it) and
+ * multiplies to the definition's bits on every path. */
+static void test_r16_arguments(void **state) {
+    (void)state;
+    uint8_t buf[4 * 34], out[4 * 34];
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(fx_q8_0_repack_r16(out, buf, 2, 33), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_q8_0_repack_r16(out, buf, 1, 16), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_q8_0_repack_r16(NULL, NULL, 0, 33),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_q8_0_repack_r16(NULL, buf, 1, 32), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_q8_0_repack_r16(out, NULL, 1, 32), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_q8_0_repack_r16(NULL, NULL, 0, 32), FX_OK);
+    assert_int_equal(fx_q8_0_repack_r16(NULL, NULL, 3, 0), FX_OK);
+    /* Odd N repacks, including N = 1 and 3 (one short tile). */
+    assert_int_equal(fx_q8_0_repack_r16(out, buf, 1, 32), FX_OK);
+    assert_int_equal(fx_q8_0_repack_r16(out, buf, 3, 32), FX_OK);
+    assert_true(fx_kernels_prefer_r16(FX_WTYPE_Q8_0));
+    assert_false(fx_kernels_prefer_r16(FX_WTYPE_F32));
+    assert_false(fx_kernels_prefer_r16(FX_WTYPE_F16));
+    assert_false(fx_kernels_prefer_r16(FX_WTYPE_BF16));
+    assert_false(fx_kernels_prefer_r16(FX_WTYPE_Q8_0_R16));
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q8_0_R16, 64), 68);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q8_0_R16, 65), 0);
+
+    /* Odd N multiplies: against the definition, bit for bit, every path,
+     * one row and a large-M batch; multi with an odd-N R16 output too. */
+    const size_t odd[] = {1, 3, 17, 33, 47};
+    for (size_t oi = 0; oi < sizeof odd / sizeof odd[0]; oi++) {
+        const size_t n = odd[oi], k = 96 + 64 * oi, m = 35;
+        uint8_t *w = make_weights(FX_WTYPE_Q8_0, n, k, 60 + oi);
+        float *x = make_x(m, k, k, 61 + oi);
+        const size_t rb = fx_wtype_row_bytes(FX_WTYPE_Q8_0, k);
+        float *want = malloc(m * n * sizeof *want);
+        assert_non_null(want);
+        for (size_t r = 0; r < m; r++)
+            for (size_t j = 0; j < n; j++)
+                want[r * n + j] = ref_q8_dot(x + r * k, w + j * rb, k);
+        check_q8_all_paths(x, k, 1, w, n, k, want, "r16 odd N");
+        check_q8_all_paths(x, k, m, w, n, k, want, "r16 odd N");
+        uint8_t *wr = repack_r16(w, n, k);
+        fx_kernels *kc = make_ctx(FX_ISA_AUTO, 2);
+        float *y = malloc(m * n * sizeof *y);
+        assert_non_null(y);
+        fx_mm_out o = {wr, FX_WTYPE_Q8_0_R16, n, y, n};
+        assert_int_equal(fx_matmul_multi(kc, x, k, m, k, &o, 1, 0), FX_OK);
+        for (size_t r = 0; r < m; r++)
+            assert_rows_identical(y + r * n, want + r * n, n, "r16 odd N multi",
+                                  r);
+        free(y);
+        fx_kernels_free(kc);
+        free(wr);
+        free(want);
+        free(x);
+        free(w);
+    }
 }
 
 /* ---- signed zeros through the tail padding ---- */
@@ -630,16 +873,25 @@ static void test_inf_propagates(void **state) {
 /* ---- several weights on one x ---- */
 
 /* fx_matmul_multi gives every output exactly what fx_matmul gives for its
- * weight alone: mixed types (Q8_0 next to floats shares one quantized x),
- * odd N, on every path and thread count; and refuses bad lists. */
+ * weight alone: mixed types (Q8_0 and R16 next to floats share one
+ * quantized x), odd N (an R16 one with a short last tile), on every path
+ * and thread count; and refuses bad lists. */
 static void test_matmul_multi(void **state) {
     (void)state;
     const size_t k = 96, m_max = 45;
     const fx_wtype types[4] = {FX_WTYPE_Q8_0, FX_WTYPE_F32, FX_WTYPE_F16,
-                               FX_WTYPE_Q8_0};
-    const size_t ns[4] = {37, 64, 5, 130};
+                               FX_WTYPE_Q8_0_R16};
+    const size_t ns[4] = {37, 64, 5, 133};
     uint8_t *w[4];
-    for (int i = 0; i < 4; i++) w[i] = make_weights(types[i], ns[i], k, 40 + i);
+    for (int i = 0; i < 4; i++) {
+        if (types[i] == FX_WTYPE_Q8_0_R16) {
+            uint8_t *q = make_weights(FX_WTYPE_Q8_0, ns[i], k, 40 + i);
+            w[i] = repack_r16(q, ns[i], k);
+            free(q);
+        } else {
+            w[i] = make_weights(types[i], ns[i], k, 40 + i);
+        }
+    }
     float *x = make_x(m_max, k, k + 2, 41);
     fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
     const size_t ms[] = {1, 7, 45};
@@ -695,6 +947,9 @@ static void test_bad_arguments(void **state) {
     float x[64] = {0}, y[8] = {0};
     uint8_t w[256] = {0};
     assert_int_equal(fx_matmul(kc, x, 40, 1, w, FX_WTYPE_Q8_0, 1, 40, y, 1, 0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 40, 1, w, FX_WTYPE_Q8_0_R16, 1, 40, y,
+                               1, 0),
                      FX_ERR_INVALID_ARG);
     assert_int_equal(fx_matmul(kc, x, 8, 1, w, (fx_wtype)2, 1, 8, y, 1, 0),
                      FX_ERR_UNSUPPORTED);
@@ -825,10 +1080,12 @@ int main(void) {
         cmocka_unit_test(test_isa_reported),
         cmocka_unit_test(test_invariance_float_types),
         cmocka_unit_test(test_invariance_q8_0),
-        cmocka_unit_test(test_invariance_q8_0_r12),
-        cmocka_unit_test(test_r12_layout),
+        cmocka_unit_test(test_invariance_q8_0_r16),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_q8_definition),
+        cmocka_unit_test(test_q8_order),
+        cmocka_unit_test(test_r16_layout),
+        cmocka_unit_test(test_r16_arguments),
         cmocka_unit_test(test_q8_accuracy),
         cmocka_unit_test(test_q8_nonfinite),
         cmocka_unit_test(test_matmul_multi),

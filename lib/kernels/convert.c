@@ -155,17 +155,17 @@ fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
     }
 }
 
-fx_status fx_q8_0_repack_r12(void *dst, const void *src, size_t n, size_t k) {
-    if (n % 2 != 0 || k % FX_QK8_0 != 0 || (n && k && (!dst || !src)))
+fx_status fx_q8_0_repack_r16(void *dst, const void *src, size_t n, size_t k) {
+    if (k % FX_QK8_0 != 0 || (n && k && (!dst || !src)))
         return FX_ERR_INVALID_ARG;
     const size_t nb = k / FX_QK8_0, rb = nb * sizeof(fx_block_q8_0);
     const uint8_t *in = src;
     uint8_t *out = dst; /* written in order: tile, group, scales, quants */
-    for (size_t t = 0; t < n; t += FX_R12_ROWS) {
-        const size_t rows = n - t < FX_R12_ROWS ? n - t : FX_R12_ROWS;
+    for (size_t t = 0; t < n; t += FX_R16_ROWS) {
+        const size_t rows = n - t < FX_R16_ROWS ? n - t : FX_R16_ROWS;
         const uint8_t *tile = in + t * rb;
-        for (size_t g = 0; g < nb; g += FX_R12_GROUP) {
-            const size_t gb = nb - g < FX_R12_GROUP ? nb - g : FX_R12_GROUP;
+        for (size_t g = 0; g < nb; g += FX_R16_GROUP) {
+            const size_t gb = nb - g < FX_R16_GROUP ? nb - g : FX_R16_GROUP;
             for (size_t i = 0; i < gb; i++)
                 for (size_t r = 0; r < rows; r++) {
                     memcpy(out, tile + r * rb + (g + i) * sizeof(fx_block_q8_0),
@@ -173,18 +173,18 @@ fx_status fx_q8_0_repack_r12(void *dst, const void *src, size_t n, size_t k) {
                     out += 2;
                 }
             for (size_t i = 0; i < gb; i++)
-                for (size_t r = 0; r < rows; r++) {
-                    const uint8_t *q =
-                        tile + r * rb + (g + i) * sizeof(fx_block_q8_0) + 2;
-                    /* + 128 on each byte: a word at a time */
-                    for (int j = 0; j < FX_QK8_0; j += 8) {
-                        uint64_t v;
-                        memcpy(&v, q + j, 8);
-                        v ^= 0x8080808080808080ull;
-                        memcpy(out + j, &v, 8);
+                for (size_t j = 0; j < FX_QK8_0; j += 4)
+                    for (size_t r = 0; r < rows; r++) {
+                        const uint8_t *q = tile + r * rb +
+                                           (g + i) * sizeof(fx_block_q8_0) +
+                                           2 + j;
+                        /* + 128 on each byte, 4 at a time */
+                        uint32_t v;
+                        memcpy(&v, q, 4);
+                        v ^= 0x80808080u;
+                        memcpy(out, &v, 4);
+                        out += 4;
                     }
-                    out += FX_QK8_0;
-                }
         }
     }
     return FX_OK;

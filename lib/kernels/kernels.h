@@ -39,16 +39,21 @@
  *                        ties to even (the default rounding mode), |q| <=
  *                        127.
  * Then, with qw and dw the weight block's int8 quants and f16 scale:
- *   acc[0..7] = +0.0f;
+ *   acc = +0.0f;
  *   for b = 0, 1, ..., K/32 - 1 in increasing order:
  *       s = f32(dw(n,b)) * dx(m,b);                         (one rounding)
- *       for j = 0..7:
- *           p = sum_{i=4j}^{4j+3} qw[32b+i] * q[32b+i];    (exact integer)
- *           acc[j] = fmaf(s, (float)p, acc[j]);            ((float)p exact)
- *   y[m][n] = the same tree as above.
- * Error bound against exact arithmetic on the same quants: |y - exact| <=
- * g(K/32 + 4) * sum_b |s_b| * sum_i |qw[i] * q[i]|. The quantization of x
- * adds at most dx(b)/2 * sum_i |wv| per block against the float x.
+ *       p = sum_{i=32b}^{32b+31} qw[i] * q[i];       (exact integer, |p| <=
+ *                                                     32 * 128 * 127 < 2^24)
+ *       acc = fmaf(s, (float)p, acc);                  ((float)p exact)
+ *   y[m][n] = acc.
+ * One integer per block (llama.cpp's scalar order too) keeps the float work
+ * to one fma per weight row and block: a vector form holds 16 weight rows'
+ * block sums in one register (the R16 layout below) instead of 8 group
+ * sums of one row, and the decode kernel does a quarter of the
+ * instructions per weight byte. Error bound against exact arithmetic on
+ * the same quants: |y - exact| <= g(K/32 + 1) * sum_b |f32(dw) dx p_b|.
+ * The quantization of x adds at most dx(b)/2 * sum_i |wv| per block
+ * against the float x.
  */
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
@@ -63,9 +68,9 @@ typedef enum fx_wtype {
     FX_WTYPE_Q8_0 = 8,  /* integer dots on quantized x (see the top) */
     FX_WTYPE_BF16 = 30, /* wv = the bfloat16 widened (exact) */
     /* Not a ggml type (no file can declare it): Q8_0 weights repacked at
-     * load by fx_q8_0_repack_r12 into the order the kernels read them, the
+     * load by fx_q8_0_repack_r16 into the order the kernels read them, the
      * same bytes per row and the same arithmetic as Q8_0 (below). */
-    FX_WTYPE_Q8_0_R12 = 0x108
+    FX_WTYPE_Q8_0_R16 = 0x110
 } fx_wtype;
 
 #define FX_QK8_0 32 /* elements per Q8_0 block */
@@ -81,59 +86,59 @@ typedef struct fx_block_q8_0 {
 size_t fx_wtype_row_bytes(fx_wtype t, size_t k);
 const char *fx_wtype_name(fx_wtype t);
 
-/* ---- Q8_0 in 12-row tiles (FX_WTYPE_Q8_0_R12) ----
+/* ---- Q8_0 in 16-row tiles (FX_WTYPE_Q8_0_R16) ----
  *
- * Why: a decode step reads every weight once, and the kernel reading the
- * 12 rows of a tile block by block made 12 interleaved streams of 34-byte
- * steps; this VM's memory gave that 40 GB/s where one sequential stream
- * per core gets 65 (K = 1024, 2 threads). Repacked, a tile is one stream
- * in exactly the order the kernel consumes it (its 64-byte loads aligned
- * when K is a multiple of 256): the kernel reached 50-54 GB/s on the same
- * machine and shape, and a one-row Q8_0 decode step got 5-10% faster.
+ * Why: a decode step reads every weight once, and how many instructions
+ * the kernel spends per weight byte decides whether one core keeps up
+ * with its share of the memory bandwidth. In this layout a 64-byte line
+ * holds the same 4 quants of 16 rows: one vpdpbusd against 4 bytes of x
+ * broadcast adds them into 16 rows' block sums at once, and a block of
+ * 16 rows costs 8 loads, 8 vpdpbusd and one fma. The 12-row pair layout
+ * before it needed a convert, a permute and an fma per 64 bytes besides:
+ * on 2 cores at ~55 GB/s it streamed 0.85 of a bare read pass, this one
+ * 1.0 (same machine, alternated in one process).
  *
- * Layout, for N rows (N even) of K elements (B = K / 32 blocks): rows in
- * tiles of 12 (the last tile has R = N - 12 * floor(N / 12) rows if that
- * is not 0), tile t at byte 12 t * B * 34, the same offset row 12 t has
- * in the GGUF layout, so the matrix keeps its size. Within a tile of R
- * rows (P = R / 2 pairs), blocks in groups of 8 (the last group has
- * G = B mod 8 if that is not 0); group g at tile + 8 g * R * 34 holds:
- *   for each block i of the group, for each row r:  the f16 scale (2
- *       bytes) -- first, so the stream reaches them before the quants
- *       that need them (at the end they were a cache miss per group);
- *   then for each block i, for each pair p:  64 bytes, row 2p's 32
- *       quants then row 2p+1's, each stored as q ^ 0x80 (q + 128 as an
- *       unsigned byte: the operand vpdpbusd wants).
- * fx_q8_r12_at gives any (row, block)'s quants and scale. */
-#define FX_R12_ROWS 12
-#define FX_R12_GROUP 8
+ * Layout, for N rows of K elements (B = K / 32 blocks): rows in tiles of
+ * 16 (the last tile has R = N mod 16 rows if that is not 0), tile t at
+ * byte 16 t * B * 34, the same offset row 16 t has in the GGUF layout, so
+ * the matrix keeps its size. Within a tile of R rows, blocks in pairs
+ * (the last group has one block when B is odd); the group of blocks 2g
+ * and 2g+1 at tile + 2g * R * 34 holds:
+ *   for each block i of the group, for each row r: the f16 scale (2
+ *       bytes) -- first, so the stream reaches them before the quants;
+ *   then for each block i, for each j = 0..7, for each row r: 4 bytes,
+ *       the row's quants 4j..4j+3 of the block, each stored as q ^ 0x80
+ *       (q + 128 as an unsigned byte: the operand vpdpbusd wants).
+ * A full tile's group is 64 bytes of scales and 16 lines of quants (17
+ * lines, each aligned when the matrix is and B is even).
+ * fx_q8_r16_at gives any (row, block)'s quants and scale. */
+#define FX_R16_ROWS 16
+#define FX_R16_GROUP 2
 
 /* dst (same size as src, not overlapping) = n rows of k elements of Q8_0
- * at src in the layout above. n even and k % 32 == 0, else
- * FX_ERR_INVALID_ARG. */
-fx_status fx_q8_0_repack_r12(void *dst, const void *src, size_t n, size_t k);
+ * at src in the layout above. k % 32 == 0, else FX_ERR_INVALID_ARG. */
+fx_status fx_q8_0_repack_r16(void *dst, const void *src, size_t n, size_t k);
 
-/* Whether the kernels stream type t faster repacked into its R12 form:
- * Q8_0 only. Measured, decode of the 246M model, both layouts copied into
- * huge pages, binaries alternated: Q8_0 R12 1.20x at one row, 1.03x at
- * 16, 0.93x at 4; an F16 R12 form (same tiles, chunks of 8 elements) was
- * 1.12x at one row but 0.82x at 4 and at 16, so the float types stay in
- * rows. */
-bool fx_kernels_prefer_r12(fx_wtype t);
+/* Whether the kernels stream type t faster repacked into its R16 form:
+ * Q8_0 only (the float types stay in rows: an F16 tile form measured
+ * 1.12x at one row but 0.82x at 4 and 16 rows). */
+bool fx_kernels_prefer_r16(fx_wtype t);
 
-/* Where row n's block b lives in an R12 matrix of n_rows rows and nb
- * blocks per row, as byte offsets from its start: *q of its 32 quants
- * (each q ^ 0x80), *d of its f16 scale. */
-static inline void fx_q8_r12_at(size_t n_rows, size_t nb, size_t n, size_t b,
-                                size_t *q, size_t *d) {
-    const size_t t = n / FX_R12_ROWS, r = n % FX_R12_ROWS;
-    const size_t left = n_rows - t * FX_R12_ROWS;
-    const size_t rows = left < FX_R12_ROWS ? left : FX_R12_ROWS;
-    const size_t g = b / FX_R12_GROUP * FX_R12_GROUP, i = b - g;
-    const size_t gb = nb - g < FX_R12_GROUP ? nb - g : FX_R12_GROUP;
+/* Where row n's block b lives in an R16 matrix of n_rows rows and nb
+ * blocks per row, as byte offsets from its start: quants 4j..4j+3 (each
+ * q ^ 0x80) at *q + j * *stride, the f16 scale at *d. */
+static inline void fx_q8_r16_at(size_t n_rows, size_t nb, size_t n, size_t b,
+                                size_t *q, size_t *d, size_t *stride) {
+    const size_t t = n / FX_R16_ROWS, r = n % FX_R16_ROWS;
+    const size_t left = n_rows - t * FX_R16_ROWS;
+    const size_t rows = left < FX_R16_ROWS ? left : FX_R16_ROWS;
+    const size_t g = b / FX_R16_GROUP * FX_R16_GROUP, i = b - g;
+    const size_t gb = nb - g < FX_R16_GROUP ? nb - g : FX_R16_GROUP;
     const size_t group =
-        (t * FX_R12_ROWS * nb + g * rows) * sizeof(fx_block_q8_0);
+        (t * FX_R16_ROWS * nb + g * rows) * sizeof(fx_block_q8_0);
     *d = group + (i * rows + r) * 2;
-    *q = group + gb * rows * 2 + (i * (rows / 2) + r / 2) * 64 + (r % 2) * 32;
+    *q = group + gb * rows * 2 + i * FX_QK8_0 * rows + 4 * r;
+    *stride = 4 * rows;
 }
 
 /* ---- thread pool ---- */
@@ -257,11 +262,11 @@ bool fx_kernels_fast_uses_blas(fx_kernels *kc);
 /* y[m][n] (row stride ldy) = sum_k x[m][k] (row stride ldx) * w[n][k], for
  * m < M, n < N, k < K, in the order at the top of this file. w holds N rows
  * of fx_wtype_row_bytes(wtype, K) bytes each, as GGUF stores a [K, N]
- * tensor (FX_WTYPE_Q8_0_R12: the same bytes repacked, N even). No
+ * tensor (FX_WTYPE_Q8_0_R16: the same bytes repacked). No
  * allocation (but the loader's, when a first FX_MATMUL_FAST call loads
  * OpenBLAS); safe to call from one thread at a time per context. y must
  * not overlap x or w. FX_ERR_TOO_LARGE: a Q8_0 K too long for the
- * context's activation buffer (K > ~1.9 million). */
+ * context's activation buffer (K > ~3.3 million). */
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
                     float *y, size_t ldy, unsigned flags);

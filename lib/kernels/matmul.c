@@ -57,7 +57,7 @@ static int type_index(fx_wtype t) {
     case FX_WTYPE_F16: return 1;
     case FX_WTYPE_BF16: return 2;
     case FX_WTYPE_Q8_0:
-    case FX_WTYPE_Q8_0_R12: return 3;
+    case FX_WTYPE_Q8_0_R16: return 3;
     case FX_WTYPE_F32:
     default: return 0;
     }
@@ -69,7 +69,7 @@ size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
     case FX_WTYPE_F16:
     case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
     case FX_WTYPE_Q8_0:
-    case FX_WTYPE_Q8_0_R12:
+    case FX_WTYPE_Q8_0_R16:
         if (k % FX_QK8_0 != 0) return 0;
         return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
     default: return 0;
@@ -82,7 +82,7 @@ const char *fx_wtype_name(fx_wtype t) {
     case FX_WTYPE_F16: return "f16";
     case FX_WTYPE_BF16: return "bf16";
     case FX_WTYPE_Q8_0: return "q8_0";
-    case FX_WTYPE_Q8_0_R12: return "q8_0_r12";
+    case FX_WTYPE_Q8_0_R16: return "q8_0_r16";
     default: return "unknown";
     }
 }
@@ -350,7 +350,7 @@ void fx_kernels_free(fx_kernels *kc) {
     fx_free(&alloc, kc);
 }
 
-bool fx_kernels_prefer_r12(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
+bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
 
 fx_isa fx_kernels_isa(const fx_kernels *kc) {
     return kc ? kc->isa : FX_ISA_PORTABLE;
@@ -403,11 +403,11 @@ static size_t task_cols(size_t n, unsigned threads) {
     return per < FX_MM_NTASK ? per : FX_MM_NTASK;
 }
 
-/* Columns per task of one output of a run (task_cols; an R12 task starts
- * at a tile, and 24 keeps the multiple of 8). */
+/* Columns per task of one output of a run (task_cols; an R16 task starts
+ * at a tile). */
 static size_t out_task_cols(const fx_mm_out *o, unsigned threads) {
     const size_t cols = task_cols(o->n, threads);
-    return o->wtype == FX_WTYPE_Q8_0_R12 ? (cols + 23) / 24 * 24 : cols;
+    return o->wtype == FX_WTYPE_Q8_0_R16 ? (cols + 15) / 16 * 16 : cols;
 }
 
 static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
@@ -438,7 +438,7 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
             continue;
         }
         while (lo >= first_task[j + 1]) j++;
-        /* The share's rows within its first output (an R12 tile starts
+        /* The share's rows within its first output (an R16 tile starts
          * at the byte offset of its first row, as in rows). */
         const size_t row_bytes = fx_wtype_row_bytes(outs[j].wtype, k);
         const size_t n0 = (lo - first_task[j]) * cols[j];
@@ -471,10 +471,8 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         if (!o->w || !o->y || o->ldy < o->n) return FX_ERR_INVALID_ARG;
         if (fx_wtype_row_bytes(o->wtype, FX_QK8_0) == 0)
             return FX_ERR_UNSUPPORTED;
-        /* Q8_0 needs k % 32 == 0; R12 pairs its rows */
+        /* Q8_0 needs k % 32 == 0 */
         if (k > 0 && fx_wtype_row_bytes(o->wtype, k) == 0)
-            return FX_ERR_INVALID_ARG;
-        if (o->wtype == FX_WTYPE_Q8_0_R12 && o->n % 2 != 0)
             return FX_ERR_INVALID_ARG;
     }
     if (k == 0) {
@@ -515,7 +513,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         run.cols[j] = out_task_cols(o, threads);
         run.first_task[j + 1] =
             run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];
-        q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R12;
+        q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R16;
     }
     if (run.n_jobs == 0) return FX_OK;
     const size_t n_tasks = run.first_task[run.n_jobs];

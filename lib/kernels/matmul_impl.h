@@ -76,15 +76,14 @@ bool fx_cpu_has_avx512(void);
  * fx_matmul quantizes x once per call (kernels.h gives the rule) into a
  * buffer of the context; every Q8_0 path reads it from there. One row of
  * K elements (B = K / 32 blocks), 64-byte aligned:
- *   int8_t  q[K]       at 0      the quants
- *   int32_t nc[B][8]   at K      -128 * (q[4j] + q[4j+1] + q[4j+2] + q[4j+3])
- *                                of block b, group j: the correction that
- *                                makes u8 x s8 dot products (vpdpbusd) on
- *                                weights offset by +128 exact
- *   float   d[B]       at 2K     the scales dx
+ *   int8_t  q[K]     at 0       the quants
+ *   int32_t nc[B]    at K       -128 * (sum of block b's 32 quants): the
+ *                               correction that makes u8 x s8 dot products
+ *                               (vpdpbusd) on weights offset by +128 exact
+ *   float   d[B]     at K + 4B  the scales dx
  */
 static inline size_t fx_xq_row_bytes(size_t k) {
-    return (2 * k + k / 8 + 63) & ~(size_t)63;
+    return (k + k / 4 + 63) & ~(size_t)63;
 }
 
 /* Quantizes rows [0, m) of x (row stride ldx) into xq (row stride ld). All

@@ -3,14 +3,18 @@
  * integer dot product, portable and AVX2 (the AVX-512 VNNI form is in
  * matmul_q8_avx512.c). kernels.h defines the arithmetic; every form here
  * performs exactly that: the quantizer is the same IEEE operations in the
- * same order, the block dot products are exact integers (no saturation
- * anywhere, see below), and the float accumulation is 8 lanes, one fma
- * per block, in block order.
+ * same order, each block's 32 products are summed as an exact integer (no
+ * saturation anywhere, see below; integer addition has no order to keep),
+ * and per output there is one float accumulator taking one fma per block,
+ * with s = f32(dw) * dx rounded once, in block order.
  *
  * Why integers: with Q8_0 weights the float path spent more time widening
  * int8 to float (and multiplying by the scale) than reading memory, so one
  * decode row ran at less than half the memory bandwidth. With both sides
- * as int8, 32 products cost one or two instructions per block.
+ * as int8, 32 products cost a few instructions per block. Why one integer
+ * per block: the float work is then one fma per row and block, done for 8
+ * rows at once in one ymm (the R16 layout gives 8 rows' same quants in
+ * one 32-byte load), instead of 8 group sums of one row and a reduction.
  */
 #include "matmul_impl.h"
 
@@ -53,6 +57,13 @@ static bool xq_scale(uint32_t amax_bits, float *d, float *id) {
     return true;
 }
 
+/* Where block b's correction and scale live in a quantized row of k
+ * elements (matmul_impl.h): nc[b] at k + 4b, d[b] at k + 4 nb + 4b. */
+static size_t xq_nc_off(size_t k, size_t b) { return k + 4 * b; }
+static size_t xq_d_off(size_t k, size_t b) {
+    return k + 4 * (k / FX_QK8_0) + 4 * b;
+}
+
 void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
                     uint8_t *xq, size_t ld) {
     const size_t nb = k / FX_QK8_0;
@@ -77,42 +88,39 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
             } else {
                 memset(q, 0, sizeof q);
             }
-            int32_t nc[8];
-            for (int j = 0; j < 8; j++)
-                nc[j] = -128 * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] +
-                                q[4 * j + 3]);
+            int32_t sum = 0;
+            for (int i = 0; i < FX_QK8_0; i++) sum += q[i];
+            const int32_t nc = -128 * sum;
             memcpy(row + b * FX_QK8_0, q, sizeof q);
-            memcpy(row + k + b * sizeof nc, nc, sizeof nc);
-            memcpy(row + 2 * k + b * sizeof d, &d, sizeof d);
+            memcpy(row + xq_nc_off(k, b), &nc, sizeof nc);
+            memcpy(row + xq_d_off(k, b), &d, sizeof d);
         }
     }
 }
 
 /* One weight block of either layout: its quants (each XOR flip gives the
- * int8) and its f16 scale. */
+ * int8; R16 groups them 4 at a time, stride bytes apart) and f16 scale. */
 typedef struct q8_block {
     const uint8_t *q, *d;
+    size_t stride;
     uint8_t flip;
 } q8_block;
 
 static q8_block q8_block_at(const fx_mm_job *job, size_t n, size_t b) {
     q8_block blk;
-    if (job->type == FX_WTYPE_Q8_0_R12) {
+    if (job->type == FX_WTYPE_Q8_0_R16) {
         size_t q, d;
-        fx_q8_r12_at(job->n, job->k / FX_QK8_0, n, b, &q, &d);
+        fx_q8_r16_at(job->n, job->k / FX_QK8_0, n, b, &q, &d, &blk.stride);
         blk.q = job->w + q;
         blk.d = job->w + d;
         blk.flip = 0x80;
     } else {
         blk.d = job->w + n * job->row_bytes + b * sizeof(fx_block_q8_0);
         blk.q = blk.d + 2;
+        blk.stride = 4; /* the 4-quant groups are simply consecutive */
         blk.flip = 0;
     }
     return blk;
-}
-
-static float tree8(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
 void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
@@ -123,23 +131,23 @@ void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
         const uint8_t *xr = job->xq + m * job->xq_ld;
         const int8_t *q = (const int8_t *)xr;
         for (size_t n = n0; n < n1; n++) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            float acc = 0.0f;
             for (size_t b = 0; b < nb; b++) {
                 const q8_block blk = q8_block_at(job, n, b);
                 uint16_t dh;
                 float dx;
                 memcpy(&dh, blk.d, sizeof dh);
-                memcpy(&dx, xr + 2 * k + b * sizeof dx, sizeof dx);
+                memcpy(&dx, xr + xq_d_off(k, b), sizeof dx);
                 const float s = fx_f16_to_f32(dh) * dx;
                 const int8_t *qx = q + b * FX_QK8_0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t p = 0;
-                    for (int t = 4 * j; t < 4 * j + 4; t++)
-                        p += (int8_t)(blk.q[t] ^ blk.flip) * qx[t];
-                    acc[j] = fmaf(s, (float)p, acc[j]);
-                }
+                int32_t p = 0;
+                for (int j = 0; j < 8; j++)
+                    for (int t = 0; t < 4; t++)
+                        p += (int8_t)(blk.q[j * blk.stride + t] ^ blk.flip) *
+                             qx[4 * j + t];
+                acc = fmaf(s, (float)p, acc);
             }
-            job->y[m * job->ldy + n] = tree8(acc);
+            job->y[m * job->ldy + n] = acc;
         }
     }
 }
@@ -194,155 +202,198 @@ static FX_AVX2 void xq_avx2(const float *x, size_t ldx, size_t m, size_t k,
                                        _mm256_packs_epi32(i2, i3));
                 q = _mm256_permutevar8x32_epi32(q, order);
             }
-            /* Group sums of 4: maddubs(1, q) pairs, madd(., 1) quads. */
-            __m256i s4 = _mm256_madd_epi16(
+            /* The block sum: maddubs(1, q) pairs, madd(., 1) quads, then
+             * the 8 quads (exact integers: any order). */
+            __m256i s8 = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
                 _mm256_set1_epi16(1));
-            __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                          _mm256_slli_epi32(s4, 7));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8),
+                                       _mm256_extracti128_si256(s8, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+            const int32_t nc = -128 * _mm_cvtsi128_si32(s4);
             _mm256_storeu_si256((__m256i *)(void *)(row + b * FX_QK8_0), q);
-            _mm256_storeu_si256((__m256i *)(void *)(row + k + 32 * b), nc);
-            memcpy(row + 2 * k + b * sizeof d, &d, sizeof d);
+            memcpy(row + xq_nc_off(k, b), &nc, sizeof nc);
+            memcpy(row + xq_d_off(k, b), &d, sizeof d);
         }
     }
 }
 
 fx_xq_fn fx_xq_avx2(void) { return xq_avx2; }
 
-/* ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)), as matmul_avx2.c. */
-FX_ALWAYS_INLINE FX_AVX2 float reduce8(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v),
-                           _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-    return _mm_cvtss_f32(s1);
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Both layouts multiply signed weights w by quants x with maddubs(|w|,
+ * sign(x, w)): each int16 is a pair w*x + w*x, at most 2 * 128 * 127 =
+ * 32512 (|x| <= 127), so nothing saturates; madd(., 1) then gives exact
+ * sums of 4 products per int32 lane. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i dot4(__m256i aw, __m256i w, __m256i x,
+                                      __m256i ones) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)),
+                             ones);
 }
 
-/* Where NR weight rows' blocks are, in either layout: the current block's
- * quants and scale per row, advanced by a fixed step per block; R12
- * matrices change steps at every group of 8 blocks (q8_rows_seek). */
-typedef struct q8_rows {
-    const uint8_t *q[4], *d[4];
-    size_t q_step[4], d_step[4];
-    uint8_t flip; /* XOR that gives the int8 quants */
-} q8_rows;
+FX_ALWAYS_INLINE float xq_dx(const uint8_t *xr, size_t k, size_t b) {
+    float dx;
+    memcpy(&dx, xr + xq_d_off(k, b), sizeof dx);
+    return dx;
+}
 
-static void q8_rows_seek(q8_rows *rw, const fx_mm_job *job, size_t n,
-                         size_t nr, size_t b) {
-    const size_t nb = job->k / FX_QK8_0;
-    for (size_t j = 0; j < nr; j++) {
-        if (job->type == FX_WTYPE_Q8_0_R12) {
-            size_t q, d;
-            fx_q8_r12_at(job->n, nb, n + j, b, &q, &d);
-            const size_t left = job->n - (n + j) / FX_R12_ROWS * FX_R12_ROWS;
-            const size_t rows = left < FX_R12_ROWS ? left : FX_R12_ROWS;
-            rw->q[j] = job->w + q;
-            rw->d[j] = job->w + d;
-            rw->q_step[j] = rows / 2 * 64;
-            rw->d_step[j] = rows * 2;
-        } else {
-            rw->d[j] = job->w + (n + j) * job->row_bytes +
-                       b * sizeof(fx_block_q8_0);
-            rw->q[j] = rw->d[j] + 2;
-            rw->q_step[j] = rw->d_step[j] = sizeof(fx_block_q8_0);
-        }
+/* ---- FX_WTYPE_Q8_0_R16 ----
+ *
+ * One 16-row tile (R rows, R = 16 unless it is the matrix's last) against
+ * MR x rows, over all blocks. The tile's rows are two halves of 8; a
+ * 32-byte load at group j of a block holds quants 4j..4j+3 of a half's 8
+ * rows, so a ymm of int32 collects the 8 rows' block integers p over j =
+ * 0..7 against x's 4 quants broadcast, and one ymm of floats is the 8
+ * rows' accumulators: per block a cvtph of the 8 scales, one mul by dx
+ * and one fma, each lane exactly the scalar definition for its row.
+ *
+ * Both halves in one pass, so every line is read once, even for MR = 3, 4,
+ * where the 4 MR accumulators and block sums exceed the 16 registers: the
+ * accumulators, touched once per block, spill cheaply, and a pass per half
+ * measured 0.6-0.9x of this (one AMD EPYC core, K = 4096, M = 3..8).
+ *
+ * full: R = 16, every load plain. Otherwise (the last tile only) the
+ * quants are masked loads of the half's rows (4 R bytes per group) and
+ * the scales a small copy, so nothing past the matrix is read; lanes of
+ * missing rows compute zeros that are never stored. Only the first cnt
+ * rows of the tile are stored (yr[i] points at the tile's first row). */
+FX_ALWAYS_INLINE FX_AVX2 void r16_tile(const int MR, const bool full,
+                                       const uint8_t *tile, size_t R,
+                                       size_t k, const uint8_t *const *xr,
+                                       float *const *yr, size_t cnt) {
+    const size_t nb = k / FX_QK8_0;
+    const size_t stride = full ? 64 : 4 * R;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    size_t hrows[2];
+    __m256i mask[2];
+    for (int hh = 0; hh < 2; hh++) {
+        const size_t first = 8 * (size_t)hh;
+        hrows[hh] = R > first ? min_sz(8, R - first) : 0;
+        mask[hh] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hrows[hh]), lane);
     }
-    rw->flip = job->type == FX_WTYPE_Q8_0_R12 ? 0x80 : 0;
-}
-
-/* MR x rows against NR weight rows (from row n) over all K. One ymm per
- * output holds its 8 group sums: maddubs(|w|, sign(x, w)) gives pairs
- * w*x + w*x (at most 2 * 128 * 127 = 32512: no int16 saturation, since
- * |x| <= 127) and madd(., 1) the groups of 4, exactly. */
-FX_ALWAYS_INLINE FX_AVX2 void q8_tile(const int MR, const int NR,
-                                      const uint8_t *const *xr,
-                                      const fx_mm_job *job, size_t n,
-                                      float *const *yr) {
-    __m256 acc[4][4];
+    __m256 acc[4][2];
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
-        for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    const size_t k = job->k, nb = k / FX_QK8_0;
-    const bool r12 = job->type == FX_WTYPE_Q8_0_R12;
-    q8_rows rw;
-    q8_rows_seek(&rw, job, n, (size_t)NR, 0);
-    const __m256i flip = _mm256_set1_epi8((char)rw.flip);
-    for (size_t b = 0; b < nb; b++) {
-        if (r12 && b > 0 && b % FX_R12_GROUP == 0)
-            q8_rows_seek(&rw, job, n, (size_t)NR, b);
-        __m256i w[4], aw[4];
-        __m256 dw[4];
-        FX_UNROLL
-        for (int j = 0; j < NR; j++) {
-            _mm_prefetch((const char *)rw.q[j] + FX_PF_DIST, _MM_HINT_T0);
-            uint16_t dh;
-            memcpy(&dh, rw.d[j], sizeof dh);
-            dw[j] = _mm256_set1_ps(_cvtsh_ss(dh));
-            w[j] = _mm256_xor_si256(
-                _mm256_loadu_si256((const __m256i *)(const void *)rw.q[j]),
-                flip);
-            aw[j] = _mm256_abs_epi8(w[j]);
-            rw.q[j] += rw.q_step[j];
-            rw.d[j] += rw.d_step[j];
+        for (int hh = 0; hh < 2; hh++) acc[i][hh] = _mm256_setzero_ps();
+    const uint8_t *grp = tile;
+    for (size_t g = 0; g < nb; g += FX_R16_GROUP) {
+        const size_t gb = min_sz(FX_R16_GROUP, nb - g);
+        for (size_t ib = 0; ib < gb; ib++) {
+            const size_t b = g + ib;
+            const uint8_t *d = grp + ib * 2 * R;
+            const uint8_t *q = grp + gb * 2 * R + ib * FX_QK8_0 * R;
+            __m256i p[4][2];
+            FX_UNROLL
+            for (int i = 0; i < MR; i++)
+                FX_UNROLL
+                for (int hh = 0; hh < 2; hh++)
+                    p[i][hh] = _mm256_setzero_si256();
+            FX_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *qj = q + (size_t)j * stride;
+                _mm_prefetch((const char *)qj + FX_PF_DIST, _MM_HINT_T0);
+                __m256i w[2], aw[2];
+                FX_UNROLL
+                for (int hh = 0; hh < 2; hh++) {
+                    const uint8_t *src = qj + 32 * hh;
+                    const __m256i raw =
+                        full ? _mm256_loadu_si256((const __m256i *)(const void *)src)
+                             : _mm256_maskload_epi32((const int *)(const void *)src,
+                                                     mask[hh]);
+                    w[hh] = _mm256_xor_si256(raw, flip);
+                    aw[hh] = _mm256_abs_epi8(w[hh]);
+                }
+                FX_UNROLL
+                for (int i = 0; i < MR; i++) {
+                    int32_t x4;
+                    memcpy(&x4, xr[i] + FX_QK8_0 * b + 4 * j, sizeof x4);
+                    const __m256i xb = _mm256_set1_epi32(x4);
+                    FX_UNROLL
+                    for (int hh = 0; hh < 2; hh++)
+                        p[i][hh] = _mm256_add_epi32(
+                            p[i][hh], dot4(aw[hh], w[hh], xb, ones));
+                }
+            }
+            FX_UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                const uint8_t *dh = d + 16 * hh;
+                __m128i dw16;
+                if (full) {
+                    dw16 = _mm_loadu_si128((const __m128i *)(const void *)dh);
+                } else {
+                    uint16_t buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    memcpy(buf, dh, 2 * hrows[hh]);
+                    dw16 = _mm_loadu_si128((const __m128i *)(const void *)buf);
+                }
+                const __m256 dw = _mm256_cvtph_ps(dw16);
+                FX_UNROLL
+                for (int i = 0; i < MR; i++) {
+                    const __m256 s =
+                        _mm256_mul_ps(dw, _mm256_set1_ps(xq_dx(xr[i], k, b)));
+                    acc[i][hh] = _mm256_fmadd_ps(
+                        s, _mm256_cvtepi32_ps(p[i][hh]), acc[i][hh]);
+                }
+            }
         }
+        grp += gb * R * sizeof(fx_block_q8_0);
+    }
+    FX_UNROLL
+    for (int hh = 0; hh < 2; hh++) {
+        const size_t first = 8 * (size_t)hh;
+        const size_t store = cnt > first ? min_sz(8, cnt - first) : 0;
         FX_UNROLL
         for (int i = 0; i < MR; i++) {
-            const __m256i xv =
-                _mm256_loadu_si256((const __m256i *)(xr[i] + FX_QK8_0 * b));
-            float dx;
-            memcpy(&dx, xr[i] + 2 * k + b * sizeof dx, sizeof dx);
-            const __m256 vdx = _mm256_set1_ps(dx);
-            FX_UNROLL
-            for (int j = 0; j < NR; j++) {
-                __m256i p = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(aw[j], _mm256_sign_epi8(xv, w[j])),
-                    ones);
-                acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[j], vdx),
-                                            _mm256_cvtepi32_ps(p), acc[i][j]);
+            if (store == 8) {
+                _mm256_storeu_ps(yr[i] + first, acc[i][hh]);
+            } else if (store > 0) {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, acc[i][hh]);
+                memcpy(yr[i] + first, tmp, store * sizeof(float));
             }
         }
     }
-    FX_UNROLL
-    for (int i = 0; i < MR; i++)
-        FX_UNROLL
-        for (int j = 0; j < NR; j++) yr[i][j] = reduce8(acc[i][j]);
 }
 
-typedef void (*q8_tile_fn)(const uint8_t *const *xr, const fx_mm_job *job,
-                           size_t n, float *const *yr);
+typedef void (*r16_tile_fn)(const uint8_t *tile, size_t R, size_t k,
+                            const uint8_t *const *xr, float *const *yr,
+                            size_t cnt);
 
-#define FX_Q8_TILE(MR, NR)                                                   \
-    static FX_AVX2 void q8t_##MR##x##NR(const uint8_t *const *xr,            \
-                                        const fx_mm_job *job, size_t n,      \
-                                        float *const *yr) {                  \
-        q8_tile(MR, NR, xr, job, n, yr);                                     \
+#define FX_R16_TILE(MR, FULL, NAME)                                         \
+    static FX_AVX2 void NAME(const uint8_t *tile, size_t R, size_t k,       \
+                             const uint8_t *const *xr, float *const *yr,    \
+                             size_t cnt) {                                  \
+        r16_tile(MR, FULL, tile, R, k, xr, yr, cnt);                        \
     }
-FX_Q8_TILE(1, 1) FX_Q8_TILE(1, 2) FX_Q8_TILE(1, 3) FX_Q8_TILE(1, 4)
-FX_Q8_TILE(2, 1) FX_Q8_TILE(2, 2) FX_Q8_TILE(3, 1) FX_Q8_TILE(3, 2)
-FX_Q8_TILE(4, 1) FX_Q8_TILE(4, 2)
+FX_R16_TILE(1, true, r16_f1) FX_R16_TILE(2, true, r16_f2)
+FX_R16_TILE(3, true, r16_f3) FX_R16_TILE(4, true, r16_f4)
+FX_R16_TILE(1, false, r16_p1) FX_R16_TILE(2, false, r16_p2)
+FX_R16_TILE(3, false, r16_p3) FX_R16_TILE(4, false, r16_p4)
 
-/* [MR-1][NR-1]; NR up to q8_nr[MR-1] (16 ymm registers: the accumulators,
- * w, |w| and the scales of each weight row, x and its scale). */
-static const q8_tile_fn q8_tiles[4][4] = {
-    {q8t_1x1, q8t_1x2, q8t_1x3, q8t_1x4},
-    {q8t_2x1, q8t_2x2, NULL, NULL},
-    {q8t_3x1, q8t_3x2, NULL, NULL},
-    {q8t_4x1, q8t_4x2, NULL, NULL}};
-static const size_t q8_nr[4] = {4, 2, 2, 2};
+/* [full][MR - 1] */
+static const r16_tile_fn r16_tiles[2][4] = {
+    {r16_p1, r16_p2, r16_p3, r16_p4}, {r16_f1, r16_f2, r16_f3, r16_f4}};
 
-static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
-
-/* W rows in groups read from memory once per call; chunks of 4 x rows
- * find the group in L1/L2 (24 rows of K = 4096 int8 weights: 104 KiB). */
-#define FX_Q8_GROUP 24
-
-static FX_AVX2 void q8_range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
-                                  float *scratch) {
-    (void)scratch;
-    for (size_t n = n0; n < n1; n += FX_Q8_GROUP) {
-        const size_t g = min_sz(FX_Q8_GROUP, n1 - n);
+/* Tile by tile; each tile against the x rows in chunks of 4 (the tile,
+ * 16 * K * 34 / 32 bytes, stays in L2 between chunks). A start inside a
+ * tile (the caller aligns tasks to tiles, so only on other callers' ranges)
+ * is done row by row by the portable code, which is the same arithmetic. */
+static FX_AVX2 void r16_range(const fx_mm_job *job, size_t n0, size_t n1) {
+    const size_t k = job->k, nb = k / FX_QK8_0;
+    size_t n = n0;
+    if (n % FX_R16_ROWS != 0) {
+        const size_t a = min_sz((n / FX_R16_ROWS + 1) * FX_R16_ROWS, n1);
+        fx_mm_q8_portable(job, n, a, NULL);
+        n = a;
+    }
+    for (; n < n1; n += FX_R16_ROWS) {
+        const size_t R = min_sz(FX_R16_ROWS, job->n - n);
+        const size_t cnt = min_sz(R, n1 - n);
+        const uint8_t *tile = job->w + n * nb * sizeof(fx_block_q8_0);
         for (size_t m = 0; m < job->m; m += 4) {
             const size_t mr = min_sz(4, job->m - m);
             const uint8_t *xr[4];
@@ -351,15 +402,111 @@ static FX_AVX2 void q8_range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
                 xr[i] = job->xq + (m + i) * job->xq_ld;
                 yr[i] = job->y + (m + i) * job->ldy + n;
             }
-            for (size_t j = 0; j < g;) {
-                const size_t nr = min_sz(q8_nr[mr - 1], g - j);
-                float *yn[4];
-                for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                q8_tiles[mr - 1][nr - 1](xr, job, n + j, yn);
-                j += nr;
+            r16_tiles[R == FX_R16_ROWS][mr - 1](tile, R, k, xr, yr, cnt);
+        }
+    }
+}
+
+/* ---- FX_WTYPE_Q8_0 (rows of ggml blocks) ----
+ *
+ * MR x rows against 4 weight rows (from row n; nr < 4 real rows repeat
+ * the last one, whose extra lanes are not stored). Per block and x row,
+ * each weight row's 8 lanes of 4-product sums are added by a hadd tree
+ * into one xmm of the 4 rows' exact block integers, then one mul and one
+ * fma per 4 outputs, each lane the scalar definition for its row. */
+FX_ALWAYS_INLINE FX_AVX2 void rows_tile(const int MR, const uint8_t *const *xr,
+                                        const fx_mm_job *job, size_t n,
+                                        size_t nr, float *const *yr) {
+    const size_t k = job->k, nb = k / FX_QK8_0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *rw[4];
+    for (size_t j = 0; j < 4; j++)
+        rw[j] = job->w + (n + min_sz(j, nr - 1)) * job->row_bytes;
+    __m128 acc[4];
+    FX_UNROLL
+    for (int i = 0; i < MR; i++) acc[i] = _mm_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        __m256i w[4], aw[4];
+        uint16_t dh[4];
+        FX_UNROLL
+        for (int j = 0; j < 4; j++) {
+            _mm_prefetch((const char *)rw[j] + FX_PF_DIST, _MM_HINT_T0);
+            memcpy(&dh[j], rw[j], sizeof dh[j]);
+            w[j] = _mm256_loadu_si256((const __m256i *)(const void *)(rw[j] + 2));
+            aw[j] = _mm256_abs_epi8(w[j]);
+            rw[j] += sizeof(fx_block_q8_0);
+        }
+        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(
+            (short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
+        FX_UNROLL
+        for (int i = 0; i < MR; i++) {
+            const __m256i xv = _mm256_loadu_si256(
+                (const __m256i *)(const void *)(xr[i] + FX_QK8_0 * b));
+            const __m256i h01 = _mm256_hadd_epi32(dot4(aw[0], w[0], xv, ones),
+                                                  dot4(aw[1], w[1], xv, ones));
+            const __m256i h23 = _mm256_hadd_epi32(dot4(aw[2], w[2], xv, ones),
+                                                  dot4(aw[3], w[3], xv, ones));
+            const __m256i h = _mm256_hadd_epi32(h01, h23);
+            const __m128i p = _mm_add_epi32(_mm256_castsi256_si128(h),
+                                            _mm256_extracti128_si256(h, 1));
+            const __m128 s = _mm_mul_ps(dw, _mm_set1_ps(xq_dx(xr[i], k, b)));
+            acc[i] = _mm_fmadd_ps(s, _mm_cvtepi32_ps(p), acc[i]);
+        }
+    }
+    FX_UNROLL
+    for (int i = 0; i < MR; i++) {
+        if (nr == 4) {
+            _mm_storeu_ps(yr[i], acc[i]);
+        } else {
+            float tmp[4];
+            _mm_storeu_ps(tmp, acc[i]);
+            memcpy(yr[i], tmp, nr * sizeof(float));
+        }
+    }
+}
+
+typedef void (*rows_tile_fn)(const uint8_t *const *xr, const fx_mm_job *job,
+                             size_t n, size_t nr, float *const *yr);
+
+#define FX_ROWS_TILE(MR)                                                     \
+    static FX_AVX2 void rows_##MR(const uint8_t *const *xr,                  \
+                                  const fx_mm_job *job, size_t n, size_t nr, \
+                                  float *const *yr) {                        \
+        rows_tile(MR, xr, job, n, nr, yr);                                   \
+    }
+FX_ROWS_TILE(1) FX_ROWS_TILE(2) FX_ROWS_TILE(3) FX_ROWS_TILE(4)
+
+static const rows_tile_fn rows_tiles[4] = {rows_1, rows_2, rows_3, rows_4};
+
+/* W rows in groups read from memory once per call; chunks of 4 x rows
+ * find the group in L1/L2 (24 rows of K = 4096 int8 weights: 104 KiB). */
+#define FX_Q8_GROUP 24
+
+static FX_AVX2 void rows_range(const fx_mm_job *job, size_t n0, size_t n1) {
+    for (size_t n = n0; n < n1; n += FX_Q8_GROUP) {
+        const size_t g = min_sz(FX_Q8_GROUP, n1 - n);
+        for (size_t m = 0; m < job->m; m += 4) {
+            const size_t mr = min_sz(4, job->m - m);
+            const uint8_t *xr[4];
+            float *yr[4];
+            for (size_t i = 0; i < mr; i++)
+                xr[i] = job->xq + (m + i) * job->xq_ld;
+            for (size_t j = 0; j < g; j += 4) {
+                const size_t nr = min_sz(4, g - j);
+                for (size_t i = 0; i < mr; i++)
+                    yr[i] = job->y + (m + i) * job->ldy + n + j;
+                rows_tiles[mr - 1](xr, job, n + j, nr, yr);
             }
         }
     }
+}
+
+static FX_AVX2 void q8_range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
+                                  float *scratch) {
+    (void)scratch;
+    if (n0 >= n1) return;
+    if (job->type == FX_WTYPE_Q8_0_R16) r16_range(job, n0, n1);
+    else rows_range(job, n0, n1);
 }
 
 fx_mm_range_fn fx_mm_q8_avx2_range(void) { return q8_range_avx2; }

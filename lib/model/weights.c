@@ -112,10 +112,9 @@ static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
 
 #define HUGE_PAGE ((uint64_t)2 << 20)
 
-/* Whether m goes into its R12 type; the others are copied as they are. */
+/* Whether m goes into its R16 type; the others are copied as they are. */
 static bool repackable(const fx_matrix *m) {
-    return fx_kernels_prefer_r12(m->type) && m->type == FX_WTYPE_Q8_0 &&
-           m->n % 2 == 0;
+    return fx_kernels_prefer_r16(m->type) && m->type == FX_WTYPE_Q8_0;
 }
 
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
@@ -159,8 +158,8 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
         const size_t bytes = (size_t)m->n * fx_wtype_row_bytes(m->type, m->k);
         if (repackable(m)) {
             /* Shapes were checked at load and by repackable: cannot fail */
-            (void)fx_q8_0_repack_r12(at, m->data, m->n, m->k);
-            m->type = FX_WTYPE_Q8_0_R12;
+            (void)fx_q8_0_repack_r16(at, m->data, m->n, m->k);
+            m->type = FX_WTYPE_Q8_0_R16;
         } else {
             memcpy(at, m->data, bytes);
         }
