@@ -239,6 +239,30 @@ static void test_rmsnorm(void **state) {
         assert_true(fabs(y[i] - x[i] * sc) <= 4e-7 * fabs(x[i] * sc));
 }
 
+/* The sum of squares in kernels.h's order (8 double lanes, then the
+ * tree), bit for bit, for lengths with and without a tail. */
+static void test_rmsnorm_order(void **state) {
+    (void)state;
+    uint64_t s = 77;
+    static float x[1031], out[1031];
+    for (size_t i = 0; i < 1031; i++)
+        x[i] = rng_f(&s) * (i % 3 == 0 ? 1e3f : 1e-2f);
+    const size_t lens[] = {1, 7, 8, 9, 1024, 1031};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const size_t n = lens[li];
+        double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (size_t i = 0; i < n; i++) lane[i % 8] += (double)x[i] * x[i];
+        const double ss = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+                          ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+        const float sc = 1.0f / sqrtf((float)(ss / (double)n) + 1e-6f);
+        fx_rmsnorm(out, x, NULL, n, 1e-6f);
+        for (size_t i = 0; i < n; i++) {
+            const float want = x[i] * sc;
+            assert_memory_equal(&out[i], &want, sizeof want);
+        }
+    }
+}
+
 static void test_softmax(void **state) {
     (void)state;
     float x[300];
@@ -683,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_q8_0),
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rmsnorm_order),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_exp_le0),
         cmocka_unit_test(test_softmax_forms),

@@ -328,7 +328,8 @@ fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
 
 /* ---- elementwise and per-row kernels (fixed order; out may alias x) ---- */
 
-/* ss = sum_i x[i]*x[i] accumulated in double, i increasing;
+/* ss = sum_i x[i]*x[i] in double (each square exact), in 8 lanes (lane
+ * i % 8, i increasing), then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7));
  * s = 1 / sqrtf((float)(ss / n) + eps); out[i] = (x[i] * s) * w[i]
  * (w may be NULL: no weight). */
 void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,

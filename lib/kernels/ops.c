@@ -17,12 +17,30 @@ _Static_assert(sizeof(fx_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
                 float eps) {
     if (n == 0) return;
-    double ss = 0.0;
-    for (size_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    /* 8 lanes in registers, not one chain: a single chain of dependent
+     * double adds (and lanes in an array, which the compiler kept in
+     * memory) made this 1.3-2.2 us for n = 1024, 33 calls a step with the
+     * other thread idle meanwhile. The squares are exact in double. */
+    double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        l0 += (double)x[i] * (double)x[i];
+        l1 += (double)x[i + 1] * (double)x[i + 1];
+        l2 += (double)x[i + 2] * (double)x[i + 2];
+        l3 += (double)x[i + 3] * (double)x[i + 3];
+        l4 += (double)x[i + 4] * (double)x[i + 4];
+        l5 += (double)x[i + 5] * (double)x[i + 5];
+        l6 += (double)x[i + 6] * (double)x[i + 6];
+        l7 += (double)x[i + 7] * (double)x[i + 7];
+    }
+    double *tail[7] = {&l0, &l1, &l2, &l3, &l4, &l5, &l6};
+    for (size_t j = 0; i < n; i++, j++) *tail[j] += (double)x[i] * (double)x[i];
+    const double ss = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
     const float s = 1.0f / sqrtf((float)(ss / (double)n) + eps);
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i] * s;
-        out[i] = w ? v * w[i] : v;
+    if (w) {
+        for (i = 0; i < n; i++) out[i] = (x[i] * s) * w[i];
+    } else {
+        for (i = 0; i < n; i++) out[i] = x[i] * s;
     }
 }
 

@@ -426,10 +426,17 @@ void fx_pool_prefetch(fx_pool *pool, unsigned thread, const void *addr,
                       size_t bytes) {
     if (!pool || thread >= pool->n_threads) return;
     share *sh = &pool->shares[thread];
-    atomic_fetch_add(&sh->pf_seq, 1);
-    atomic_store(&sh->pf_addr, (uintptr_t)addr);
-    atomic_store(&sh->pf_bytes, addr ? bytes : 0);
-    atomic_fetch_add(&sh->pf_seq, 1);
+    /* A seqlock with one writer (the thread that owns the pool's runs):
+     * plain stores and a release fence, no locked instruction. With
+     * seq_cst read-modify-writes each request cost ~0.35 us (the idle
+     * thread polls these lines), 65 requests a one-row step. */
+    const unsigned seq = atomic_load_explicit(&sh->pf_seq, memory_order_relaxed);
+    atomic_store_explicit(&sh->pf_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&sh->pf_addr, (uintptr_t)addr, memory_order_relaxed);
+    atomic_store_explicit(&sh->pf_bytes, addr ? bytes : 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&sh->pf_seq, seq + 2, memory_order_release);
 }
 
 bool fx_pool_prefetch_request(const fx_pool *pool, unsigned thread,
