@@ -420,9 +420,12 @@ static int usage(FILE *f) {
 "         [--gen-tokens N] [--repeats R] [--rows 1,4,16,32]\n"
 "         [--prefix-tokens N] [--step-tokens N]\n"
 "         [--phases roofline,prefill,decode,ttft]\n"
-"         [--mode deterministic|fast|both] [--fast]\n"
+"         [--mode deterministic|fast|both] [--fast] [--mapped]\n"
 "         [--roofline-mib N] [--gemm-n N]\n"
 "         [--bandwidth-gbps X] [--peak-gflops Y]\n"
+"\n"
+"--mapped loads with FX_MODEL_MAPPED_WEIGHTS (weights used from the file's\n"
+"mapping, not copied nor repacked).\n"
 "\n"
 "One JSON object per line, medians over --repeats (default 3):\n"
 "  roofline   the machine, with --threads threads, the best of 7 runs each\n"
@@ -508,11 +511,16 @@ int main(int argc, char **argv) {
     o.n_modes = 1;
     o.roof_mib = 1024;
     o.gemm_n = 2048;
+    int mapped = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
         if (!strcmp(a, "--fast")) {
             parse_modes("fast", &o);
+            continue;
+        }
+        if (!strcmp(a, "--mapped")) {
+            mapped = 1;
             continue;
         }
         if (!v) return usage(stderr);
@@ -552,7 +560,10 @@ int main(int argc, char **argv) {
 
     fx_model *m = NULL;
     char err[512];
-    fx_status st = fx_model_load(o.model, NULL, &m, err, sizeof err);
+    fx_model_params mp;
+    fx_model_params_init(&mp);
+    if (mapped) mp.flags |= FX_MODEL_MAPPED_WEIGHTS;
+    fx_status st = fx_model_load(o.model, &mp, &m, err, sizeof err);
     if (st != FX_OK) {
         fprintf(stderr, "ferrox-bench: %s: %s\n", fx_status_str(st), err);
         return 1;
