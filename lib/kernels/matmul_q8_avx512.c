@@ -1,10 +1,11 @@
 /*
- * The Q8_0 matmul with AVX-512 VNNI (vpdpbusd) on R16 weights (kernels.h
- * gives the arithmetic and the layout). Plain Q8_0 rows -- weights used
- * straight from a mapped file -- go to the AVX2 form, which handles both
- * layouts with the same bits.
+ * The Q8_0 matmul with AVX-512 VNNI (vpdpbusd), on both layouts a model
+ * holds: R16 tiles (weights copied at load, kernels.h gives the layout)
+ * and plain Q8_0 rows (ggml blocks, weights used straight from a mapped
+ * file). Both compute the arithmetic of kernels.h bit for bit: exact
+ * integer block sums, then one fma per block in block order.
  *
- * A 64-byte line of an R16 tile holds quants 4j..4j+3 of a block for 16
+ * R16: a 64-byte line of a tile holds quants 4j..4j+3 of a block for 16
  * rows. vpdpbusd multiplies its unsigned bytes (the weights, stored +128)
  * by x's 4 signed quants broadcast to every lane, and adds the 4 products
  * into each row's int32: 8 lines later a zmm holds 16 rows' block sums.
@@ -12,12 +13,17 @@
  * x's 32 quants), so nc + sum (w + 128) x = sum w x, exactly (at most
  * 32 * 255 * 127 in magnitude before the correction: no overflow). Then
  * one fma per block: acc = fma(f32(dw) * dx, (float)p, acc), 16 rows at a
- * time, in block order -- the definition, lane by lane.
+ * time, in block order -- the definition, lane by lane. Per weight byte
+ * that is a load and a vpdpbusd per 64 bytes and x row; the float work is
+ * per 544 bytes. The pair layout before this one spent a convert, a
+ * permute and an fma per 64 bytes besides, and at one row it fell behind
+ * memory on this machine class (kernels.h has the numbers).
  *
- * Per weight byte that is a load and a vpdpbusd per 64 bytes and x row;
- * the float work is per 544 bytes. The pair layout before this one spent
- * a convert, a permute and an fma per 64 bytes besides, and at one row it
- * fell behind memory on this machine class (kernels.h has the numbers).
+ * Plain rows: the same integers and the same per-block float work, 16
+ * rows per zmm, but the 16 rows' blocks have to be brought together in
+ * registers first (a transpose, or an add tree at one or two x rows) and
+ * their scales gathered: see "plain Q8_0 rows" below. Before this form
+ * they went to the AVX2 code, 2.8x slower than R16 at one row.
  */
 #include "matmul_impl.h"
 
@@ -68,6 +74,13 @@ FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
     float v;
     memcpy(&v, p, sizeof v);
     return v;
+}
+
+/* x row m of the job's quantized activations. */
+FX_ALWAYS_INLINE xrow xrow_at(const fx_mm_job *job, size_t m) {
+    const uint8_t *row = job->xq + m * job->xq_ld;
+    const size_t k = job->k;
+    return (xrow){row, row + k, row + k + 4 * (k / FX_QK8_0)};
 }
 
 /* MR x rows against the tile at `tile` (rows rows, all K): y[r][i] for
@@ -189,10 +202,7 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
                 xrow xr[FX_MR_MAX];
                 float *yr[FX_MR_MAX];
                 for (size_t r = 0; r < mr; r++) {
-                    const uint8_t *row = job->xq + (m + r) * job->xq_ld;
-                    xr[r].q = row;
-                    xr[r].nc = row + k;
-                    xr[r].dx = row + k + 4 * nb;
+                    xr[r] = xrow_at(job, m + r);
                     yr[r] = job->y + (m + r) * job->ldy + t0;
                 }
                 fns[mr - 1](xr, nb, tile, rows, m == m0, store_mask, yr);
@@ -201,16 +211,298 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
     }
 }
 
-static FX_VNNI void range_vnni(const fx_mm_job *job, size_t n0, size_t n1,
-                               float *scratch) {
-    if (job->type == FX_WTYPE_Q8_0_R16) range_r16(job, n0, n1);
-    else fx_mm_q8_avx2_range()(job, n0, n1, scratch);
+/* ---- plain Q8_0 rows (ggml blocks: weights used from a mapped file) ----
+ *
+ * 16 weight rows at a time (a group), each row's block a separate 32-byte
+ * piece. The 16 pieces of a block go into 8 zmm, rows 2p and 2p+1 in pair
+ * p's low and high half, each quant flipped to q ^ 0x80. Two ways on from
+ * there, exact integers both, so they give the same bits:
+ *   3 or more x rows: a 4x4 dword transpose within 128-bit lanes (unpack
+ *     epi32, epi64) and one across them (shuffle_i32x4) turn the pairs
+ *     into 8 vectors Q_j, quants 4j..4j+3 of all 16 rows -- an R16 block
+ *     built in registers -- and each x row then costs what it costs on
+ *     R16: 8 vpdpbusd against 4 of its quants broadcast. The transpose
+ *     (24 shuffles) is paid once per block for all the x rows;
+ *   1 or 2 x rows: one vpdpbusd per pair against the row's 32 quants in
+ *     both halves gives each weight row 8 partial sums, and an add tree
+ *     (unpack epi32, epi64, shuffle_i32x4: 14 shuffles, 7 adds) folds the
+ *     8 vectors into one: fewer shuffles than the transpose, more work
+ *     per x row (in L2, one thread: 1.07x and 1.10x the transpose at 1
+ *     and 2 rows, about even at 3, 0.95x at 4).
+ * Both leave row r of the group in lane plain_lanes[r] (so they can share
+ * the scales); the scales are gathered in that order (one vpgatherdd of
+ * the dword at each row's block start), and only the final store puts
+ * the rows back in order. A group of R < 16 rows repeats its last row in
+ * the missing lanes, so no byte outside its rows is read; those lanes are
+ * not stored. x rows go 16 at a time (8 gave 0.87-0.89x at 16 and 32);
+ * with more, the first chunk of 16 keeps each block's Q and scales in the
+ * thread's scratch and the next chunks read them there, as R16 reads a
+ * tile (64 and 128 rows, in L2: 0.86 -> 1.0 of R16).
+ *
+ * Memory: a group is 16 streams, each advancing 34 bytes a block. With
+ * the hardware prefetcher alone one x row read at ~0.3 of R16, with a
+ * software prefetch of the next group in address order (one stream, as
+ * the old pair kernel did) at ~0.7. A prefetch per row FX_Q8_ROW_PF bytes
+ * ahead, running on into the next group's rows past the end of a row,
+ * keeps up with the R16 stream (1 x row, 2 threads, N = 2816, K = 1024,
+ * 512 MB of copies: 38 -> 54-58 GB/s, R16 50-56 in the same processes;
+ * 512 and 2048 bytes did the same on the model). */
+#define FX_ROWS 16
+#define FX_ROWS_MR 16
+
+#ifndef FX_Q8_ROW_PF
+#define FX_Q8_ROW_PF 1024
+#endif
+
+#define FX_UNROLL16 _Pragma("GCC unroll 16")
+
+/* plain_rows[l]: the group's row in lane l after the transpose or the add
+ * tree; plain_lanes[r]: the lane of row r (the inverse). */
+static const int32_t plain_rows[FX_ROWS] = {0, 2, 4,  6,  1, 3,  5,  7,
+                                            8, 10, 12, 14, 9, 11, 13, 15};
+static const int32_t plain_lanes[FX_ROWS] __attribute__((aligned(64))) = {
+    0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+
+/* One group as rows_x reads it. */
+typedef struct rows_group {
+    const uint8_t *wr[FX_ROWS]; /* row i (i >= R: row R - 1 again) */
+    const uint8_t *nx[FX_ROWS]; /* the rows after the group (prefetch) */
+    bool has_next;              /* whether there are any */
+    size_t pf_dist;             /* prefetch distance, <= a row */
+    const uint8_t *d0;          /* row 0, the gather's base */
+    int32_t at[FX_ROWS];        /* lane l's row start - d0 */
+    __mmask16 store_mask;       /* rows stored, in row order */
+} rows_group;
+
+/* Pair p's quants of the block at byte off, +128. */
+FX_ALWAYS_INLINE FX_VNNI __m512i pair_at(const rows_group *g, int p,
+                                         size_t off) {
+    const __m256i lo = _mm256_loadu_si256(
+        (const __m256i *)(const void *)(g->wr[2 * p] + off + 2));
+    const __m256i hi = _mm256_loadu_si256(
+        (const __m256i *)(const void *)(g->wr[2 * p + 1] + off + 2));
+    return _mm512_xor_si512(
+        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+        _mm512_set1_epi8((char)0x80));
 }
 
-fx_mm_range_fn fx_mm_q8_avx512_range(void) {
-    /* The plain-row fallback must exist wherever this form does. */
-    return fx_mm_q8_avx2_range() ? range_vnni : NULL;
+/* Per 128-bit lane, dword i of a, b, c, d -> o[i] = (a_i, b_i, c_i, d_i). */
+FX_ALWAYS_INLINE FX_VNNI void transpose4(__m512i a, __m512i b, __m512i c,
+                                         __m512i d, __m512i *o) {
+    const __m512i ab0 = _mm512_unpacklo_epi32(a, b);
+    const __m512i ab1 = _mm512_unpackhi_epi32(a, b);
+    const __m512i cd0 = _mm512_unpacklo_epi32(c, d);
+    const __m512i cd1 = _mm512_unpackhi_epi32(c, d);
+    o[0] = _mm512_unpacklo_epi64(ab0, cd0);
+    o[1] = _mm512_unpackhi_epi64(ab0, cd0);
+    o[2] = _mm512_unpacklo_epi64(ab1, cd1);
+    o[3] = _mm512_unpackhi_epi64(ab1, cd1);
 }
+
+/* Pairs -> Q[j] = dword j of every row, rows in lanes as plain_rows: T[j]
+ * (pairs 0-3) holds, per 128-bit lane, dword j (lanes 0, 2) or j + 4
+ * (lanes 1, 3) of rows 0, 2, 4, 6 (lanes 0, 1) or 1, 3, 5, 7 (2, 3); U[j]
+ * the same for rows 8-15. */
+FX_ALWAYS_INLINE FX_VNNI void pairs_to_q(const __m512i *P, __m512i *Q) {
+    __m512i T[4], U[4];
+    transpose4(P[0], P[1], P[2], P[3], T);
+    transpose4(P[4], P[5], P[6], P[7], U);
+    FX_UNROLL
+    for (int j = 0; j < 4; j++) {
+        Q[j] = _mm512_shuffle_i32x4(T[j], U[j], _MM_SHUFFLE(2, 0, 2, 0));
+        Q[j + 4] = _mm512_shuffle_i32x4(T[j], U[j], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* The block sums of one x row by the add tree: v[p] lane 8h + i is the
+ * i-th 4-product sum of row 2p + h. Pairs of vectors fold to sums over
+ * the 4 dwords of each 128-bit lane (unpacks), then the two lanes of each
+ * row add up (shuffle_i32x4), leaving the rows as plain_rows. */
+FX_ALWAYS_INLINE FX_VNNI __m512i fold8(const __m512i *v) {
+    __m512i a[4];
+    FX_UNROLL
+    for (int p = 0; p < 4; p++)
+        a[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
+                                _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+    const __m512i lo = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]),
+                                        _mm512_unpackhi_epi64(a[0], a[1]));
+    const __m512i hi = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]),
+                                        _mm512_unpackhi_epi64(a[2], a[3]));
+    return _mm512_add_epi32(
+        _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+        _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* A block's Q[8] and scales as rows_x keeps them for the next chunks of
+ * x rows (range_rows). */
+#define FX_ROWS_PACK (9 * 64)
+
+/* MR x rows against one group over all nb blocks (rows rb bytes apart).
+ * pf: prefetch (the first pass over the group). pack_out: also keep each
+ * block's Q and scales there; pack_in: take them from there instead of
+ * the rows (MR > 2: the add tree needs the pairs). */
+FX_ALWAYS_INLINE FX_VNNI void rows_x(const int MR, const xrow *xr, size_t nb,
+                                     size_t rb, const rows_group *g, bool pf,
+                                     const uint8_t *pack_in, uint8_t *pack_out,
+                                     float *const *yr) {
+    const bool fold = MR <= 2; /* never given a pack (range_rows) */
+    const __m512i at = _mm512_loadu_si512((const void *)g->at);
+    __m512 acc[FX_ROWS_MR];
+    FX_UNROLL16
+    for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const size_t off = b * sizeof(fx_block_q8_0);
+        if (pf) {
+            const size_t o = off + g->pf_dist;
+            if (o < rb) {
+                FX_UNROLL16
+                for (int i = 0; i < FX_ROWS; i++)
+                    _mm_prefetch((const char *)g->wr[i] + o, _MM_HINT_T0);
+            } else if (g->has_next) {
+                FX_UNROLL16
+                for (int i = 0; i < FX_ROWS; i++)
+                    _mm_prefetch((const char *)g->nx[i] + (o - rb),
+                                 _MM_HINT_T0);
+            }
+        }
+        __m512i P[8], Q[8];
+        __m512 s16;
+        if (!fold && pack_in) {
+            const uint8_t *pk = pack_in + b * FX_ROWS_PACK;
+            FX_UNROLL
+            for (int j = 0; j < 8; j++)
+                Q[j] = _mm512_loadu_si512((const void *)(pk + 64 * j));
+            s16 = _mm512_loadu_ps((const void *)(pk + 512));
+        } else {
+            FX_UNROLL
+            for (int p = 0; p < 8; p++) P[p] = pair_at(g, p, off);
+            if (!fold) pairs_to_q(P, Q);
+            /* Each lane's f16 scale: the low half of its block's first
+             * dword. */
+            s16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+                _mm512_i32gather_epi32(at, (const void *)(g->d0 + off), 1)));
+            if (!fold && pack_out) {
+                uint8_t *pk = pack_out + b * FX_ROWS_PACK;
+                FX_UNROLL
+                for (int j = 0; j < 8; j++)
+                    _mm512_storeu_si512((void *)(pk + 64 * j), Q[j]);
+                _mm512_storeu_ps((void *)(pk + 512), s16);
+            }
+        }
+        FX_UNROLL16
+        for (int r = 0; r < MR; r++) {
+            const __m512i nc = _mm512_set1_epi32(i32_at(xr[r].nc + 4 * b));
+            __m512i sum;
+            if (fold) {
+                const __m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    (const __m256i *)(const void *)(xr[r].q + 32 * b)));
+                __m512i v[8];
+                FX_UNROLL
+                for (int p = 0; p < 8; p++)
+                    v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), P[p], x2);
+                sum = _mm512_add_epi32(fold8(v), nc);
+            } else {
+                sum = nc;
+                FX_UNROLL
+                for (int j = 0; j < 8; j++)
+                    sum = _mm512_dpbusd_epi32(
+                        sum, Q[j],
+                        _mm512_set1_epi32(i32_at(xr[r].q + 32 * b + 4 * j)));
+            }
+            acc[r] = _mm512_fmadd_ps(
+                _mm512_mul_ps(s16, _mm512_set1_ps(f32_at(xr[r].dx + 4 * b))),
+                _mm512_cvtepi32_ps(sum), acc[r]);
+        }
+    }
+    const __m512i lanes = _mm512_load_si512((const void *)plain_lanes);
+    FX_UNROLL16
+    for (int r = 0; r < MR; r++)
+        _mm512_mask_storeu_ps(yr[r], g->store_mask,
+                              _mm512_permutexvar_ps(lanes, acc[r]));
+}
+
+typedef void (*rows_fn)(const xrow *xr, size_t nb, size_t rb,
+                        const rows_group *g, bool pf, const uint8_t *pack_in,
+                        uint8_t *pack_out, float *const *yr);
+
+#define FX_ROWS_FN(MR)                                                       \
+    static FX_VNNI void rows##MR(const xrow *xr, size_t nb, size_t rb,       \
+                                 const rows_group *g, bool pf,               \
+                                 const uint8_t *pack_in, uint8_t *pack_out,  \
+                                 float *const *yr) {                         \
+        rows_x(MR, xr, nb, rb, g, pf, pack_in, pack_out, yr);                \
+    }
+FX_ROWS_FN(1) FX_ROWS_FN(2) FX_ROWS_FN(3) FX_ROWS_FN(4)
+FX_ROWS_FN(5) FX_ROWS_FN(6) FX_ROWS_FN(7) FX_ROWS_FN(8)
+FX_ROWS_FN(9) FX_ROWS_FN(10) FX_ROWS_FN(11) FX_ROWS_FN(12)
+FX_ROWS_FN(13) FX_ROWS_FN(14) FX_ROWS_FN(15) FX_ROWS_FN(16)
+
+/* [MR - 1]; read-only. */
+static const rows_fn rows_fns[FX_ROWS_MR] = {
+    rows1, rows2,  rows3,  rows4,  rows5,  rows6,  rows7,  rows8,
+    rows9, rows10, rows11, rows12, rows13, rows14, rows15, rows16};
+
+/* Columns [n0, n1) (any), in groups of 16 from n0, each read from memory
+ * once per FX_Q8_MBLOCK x rows, x rows 16 at a time over it (later
+ * chunks find the group in L1/L2). */
+static FX_VNNI void range_rows(const fx_mm_job *job, size_t n0, size_t n1,
+                               float *scratch) {
+    const size_t k = job->k, nb = k / FX_QK8_0, rb = job->row_bytes;
+    /* The gather's offsets are int32: past that (K near 2^27) the
+     * portable form, the same arithmetic. */
+    if ((FX_ROWS - 1) * rb > (size_t)INT32_MAX) {
+        fx_mm_q8_portable(job, n0, n1, NULL);
+        return;
+    }
+    /* A group's transposed blocks, if they fit (K up to ~34000). */
+    uint8_t *pack = nb * FX_ROWS_PACK <= FX_MM_SCRATCH_FLOATS * sizeof(float)
+                        ? (uint8_t *)scratch
+                        : NULL;
+    for (size_t m0 = 0; m0 < job->m; m0 += FX_Q8_MBLOCK) {
+        const size_t m1 = min_sz(job->m, m0 + FX_Q8_MBLOCK);
+        for (size_t n = n0; n < n1; n += FX_ROWS) {
+            const size_t rows = min_sz(FX_ROWS, n1 - n);
+            const size_t next = n + rows;
+            rows_group g;
+            g.d0 = job->w + n * rb;
+            g.has_next = next < job->n;
+            g.pf_dist = min_sz(FX_Q8_ROW_PF, rb);
+            for (size_t i = 0; i < FX_ROWS; i++) {
+                g.wr[i] = g.d0 + min_sz(i, rows - 1) * rb;
+                g.nx[i] = g.has_next
+                              ? job->w + min_sz(next + i, job->n - 1) * rb
+                              : g.d0;
+                g.at[i] = (int32_t)(
+                    min_sz((size_t)plain_rows[i], rows - 1) * rb);
+            }
+            g.store_mask = (__mmask16)((1u << rows) - 1u);
+            for (size_t m = m0; m < m1; m += FX_ROWS_MR) {
+                const size_t mr = min_sz(FX_ROWS_MR, m1 - m);
+                xrow xr[FX_ROWS_MR];
+                float *yr[FX_ROWS_MR];
+                for (size_t r = 0; r < mr; r++) {
+                    xr[r] = xrow_at(job, m + r);
+                    yr[r] = job->y + (m + r) * job->ldy + n;
+                }
+                /* More than one chunk: the first keeps the transposed
+                 * blocks, the others (of more than 2 rows) read them. */
+                const bool more = m1 - m0 > FX_ROWS_MR && pack;
+                rows_fns[mr - 1](xr, nb, rb, &g, m == m0,
+                                 more && m > m0 && mr > 2 ? pack : NULL,
+                                 more && m == m0 ? pack : NULL, yr);
+            }
+        }
+    }
+}
+
+static FX_VNNI void range_vnni(const fx_mm_job *job, size_t n0, size_t n1,
+                               float *scratch) {
+    if (n0 >= n1) return;
+    if (job->type == FX_WTYPE_Q8_0_R16) range_r16(job, n0, n1);
+    else range_rows(job, n0, n1, scratch);
+}
+
+fx_mm_range_fn fx_mm_q8_avx512_range(void) { return range_vnni; }
 
 #else /* not x86-64 GCC/Clang */
 
