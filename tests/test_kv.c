@@ -148,6 +148,36 @@ static void test_create(void **state) {
     assert_int_equal(fx_kv_blocks_for_bytes(&fx.hp, 16, 10 * bytes), 8);
 }
 
+/* The block data: zeroed, on a 2 MiB boundary when it is that big (huge
+ * pages asked for: core.h, fx_malloc_huge), on a cache line when small;
+ * fx_malloc_huge refuses 0 and sizes it cannot pad. */
+static void test_data_placement(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    const fx_hparams hp = tiny_hp();
+    const size_t block_bytes = fx_kv_block_floats(&hp, 16) * sizeof(float);
+    const uint32_t sizes[] = {3, (uint32_t)(((size_t)5 << 20) / block_bytes)};
+    for (int i = 0; i < 2; i++) {
+        fx_kv_params p = {sizes[i], 16};
+        fx_kv *kv;
+        fx_error err;
+        assert_int_equal(fx_kv_create(&alloc, &hp, &p, &kv, &err), FX_OK);
+        const float *d = fx_kv_block_data(kv, 0);
+        const uintptr_t align = i == 0 ? 64 : (uintptr_t)2 << 20;
+        assert_int_equal((uintptr_t)d % align, 0);
+        const float *last = fx_kv_block_data(kv, sizes[i] - 1);
+        for (size_t f = 0; f < block_bytes / sizeof(float); f++)
+            assert_true(d[f] == 0.0f && last[f] == 0.0f);
+        fx_kv_free(kv);
+    }
+    void *raw = &alloc;
+    assert_null(fx_malloc_huge(&alloc, 0, &raw));
+    assert_null(raw);
+    assert_null(fx_malloc_huge(&alloc, SIZE_MAX - 100, &raw));
+    assert_null(raw);
+}
+
 /* RELIABILITY 38 and DESIGN 3: what can never fit is reported as such,
  * what does not fit now waits, and a refused admission changes nothing. */
 static void test_budget(void **state) {
@@ -679,6 +709,7 @@ static void test_check_detects(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create),
+        cmocka_unit_test(test_data_placement),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_reservation_evicts),
         cmocka_unit_test(test_adoption_seeds_cursor),

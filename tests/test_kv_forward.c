@@ -7,7 +7,10 @@
  *     the positions its cursor gives, gets logits bit-identical to one that
  *     prefilled everything (DESIGN invariant 4; the seed's issue #37 is a
  *     prefill that ignored the adopted prefix);
- *   - two rows sharing adopted blocks in one batch each get their own.
+ *   - two rows sharing adopted blocks in one batch each get their own;
+ *   - the forward pass writes K and V where model.h says (a head's
+ *     positions of a block side by side): read back at the documented
+ *     offsets, the contiguous and the paged cache hold the same values.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,6 +273,77 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     harness_close(&h);
 }
 
+/* The documented address of head h's key (kv 0) or value (kv 1) at
+ * position pos, layer l, in a view (model.h). */
+static const float *documented_slot(const fx_kv_view *v, const fx_hparams *hp,
+                                    uint32_t l, uint32_t kv, uint32_t h,
+                                    uint32_t pos) {
+    const uint32_t bt = v->block_tokens;
+    const size_t run = ((size_t)l * 2 + kv) * hp->n_head_kv + h;
+    return v->blocks[pos / bt] + (run * bt + pos % bt) * hp->head_dim;
+}
+
+/* Prefills prompt into a new lease of the given layout and leaves it
+ * open for reading. */
+static void prefill_open(harness *h, fx_kv *kv, fx_kv_layout layout,
+                         const int32_t *prompt, fx_kv_lease *l, float *out) {
+    fx_error err;
+    fx_kv_fit fit;
+    assert_int_equal(fx_kv_lease_init(kv, l, layout, MAX_CTX, &err), FX_OK);
+    assert_int_equal(fx_kv_lease_admit(l, prompt, N_PROMPT, N_PROMPT, &fit,
+                                       &err), FX_OK);
+    assert_int_equal(fit, FX_KV_NOW);
+    assert_int_equal(fx_kv_lease_cursor(l), 0);
+    prefill(h, l, prompt, N_PROMPT, 9, out);
+}
+
+static void test_layout_documented(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.seed = 21;
+    harness h;
+    harness_open(&h, &spec);
+    const fx_hparams *hp = &h.hp;
+    assert_true(hp->n_head_kv > 1 && hp->n_layer > 1);
+    fx_kv *kv;
+    fx_kv_params p = {40, 5};
+    fx_error err;
+    assert_int_equal(fx_kv_create(&h.alloc, hp, &p, &kv, &err), FX_OK);
+    int32_t prompt[N_PROMPT];
+    random_tokens(prompt, N_PROMPT, hp->n_vocab, 3);
+    float *out = calloc((size_t)N_PROMPT * hp->n_vocab, sizeof *out);
+    assert_non_null(out);
+    fx_kv_lease contig, paged;
+    prefill_open(&h, kv, FX_KV_CONTIGUOUS, prompt, &contig, out);
+    prefill_open(&h, kv, FX_KV_PAGED, prompt, &paged, out);
+    const fx_kv_view vc = fx_kv_lease_view(&contig);
+    const fx_kv_view vp = fx_kv_lease_view(&paged);
+    assert_true(vc.n_blocks == 1 && vp.block_tokens == 5);
+    size_t nonzero = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        for (uint32_t k = 0; k < 2; k++)
+            for (uint32_t hh = 0; hh < hp->n_head_kv; hh++)
+                for (uint32_t pos = 0; pos < N_PROMPT; pos++) {
+                    const float *a = documented_slot(&vc, hp, l, k, hh, pos);
+                    const float *b = documented_slot(&vp, hp, l, k, hh, pos);
+                    if (memcmp(a, b, hp->head_dim * sizeof *a) != 0)
+                        fail_msg("layer %u %s head %u position %u: not where "
+                                 "model.h puts it", l, k ? "V" : "K", hh, pos);
+                    for (uint32_t i = 0; i < hp->head_dim; i++)
+                        nonzero += a[i] != 0.0f;
+                }
+    /* Written, not two caches that are both still zero there. */
+    assert_true(nonzero > (size_t)hp->n_layer * 2 * hp->n_head_kv * N_PROMPT);
+    assert_int_equal(fx_kv_lease_release(&contig, &err), FX_OK);
+    assert_int_equal(fx_kv_lease_release(&paged, &err), FX_OK);
+    fx_kv_lease_free(&contig);
+    fx_kv_lease_free(&paged);
+    free(out);
+    fx_kv_free(kv);
+    harness_close(&h);
+}
+
 static void test_bt16(void **state) {
     (void)state;
     one_model("llama", 0, 16);
@@ -286,6 +360,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bt16),
         cmocka_unit_test(test_bt5),
+        cmocka_unit_test(test_layout_documented),
     };
     return cmocka_run_group_tests_name("kv_forward", tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 #include "core.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static void *libc_malloc(void *user, size_t size) {
     (void)user;
@@ -134,4 +136,22 @@ fx_status fx_params_copy(void *dst, size_t known_size, const void *src,
     memcpy((char *)dst + sizeof(uint32_t), (const char *)src + sizeof(uint32_t),
            given - sizeof(uint32_t));
     return FX_OK;
+}
+
+#define FX_HUGE_PAGE ((size_t)2 << 20)
+
+void *fx_malloc_huge(const fx_alloc *alloc, size_t bytes, void **raw) {
+    *raw = NULL;
+    if (bytes == 0 || bytes > SIZE_MAX - FX_HUGE_PAGE) return NULL;
+    /* Less than a huge page: a cache line boundary is enough. */
+    const size_t align = bytes < FX_HUGE_PAGE ? 64 : FX_HUGE_PAGE;
+    void *p = fx_malloc(alloc, bytes + align);
+    if (!p) return NULL;
+    *raw = p;
+    uint8_t *at = (uint8_t *)(((uintptr_t)p + align - 1) &
+                              ~(uintptr_t)(align - 1));
+#ifdef MADV_HUGEPAGE
+    if (align == FX_HUGE_PAGE) (void)madvise(at, bytes, MADV_HUGEPAGE);
+#endif
+    return at;
 }

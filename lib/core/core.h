@@ -37,6 +37,15 @@ void *fx_calloc(const fx_alloc *alloc, size_t count, size_t size);
 void *fx_malloc_array(const fx_alloc *alloc, size_t count, size_t size);
 void *fx_realloc(const fx_alloc *alloc, void *ptr, size_t size);
 void fx_free(const fx_alloc *alloc, void *ptr);
+/* `bytes` on a 2 MiB boundary (64 bytes if less than that), not zeroed,
+ * with transparent huge pages asked for (madvise MADV_HUGEPAGE) before any of it is touched, for the
+ * big buffers a step streams (repacked weights, the KV cache): 512 times
+ * fewer page faults while it is first written, fewer TLB misses, and
+ * hardware prefetchers that run on across 2 MiB instead of stopping at
+ * every 4 KiB page. Only a hint: a host allocator's memory or a system
+ * without THP just ignores it. *raw gets what to fx_free; NULL on
+ * failure or overflow. */
+void *fx_malloc_huge(const fx_alloc *alloc, size_t bytes, void **raw);
 /* A NUL-terminated copy of len bytes of s. */
 char *fx_strndup(const fx_alloc *alloc, const char *s, size_t len);
 

@@ -89,8 +89,8 @@ uint32_t fx_kv_total_blocks(const fx_kv *kv);
 
 /* Blocks that hold n_positions positions: ceil(n_positions / block_tokens). */
 uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions);
-/* The data of block id b: float [n_layer][2][block_tokens][kv_dim]; NULL
- * for an id out of range. */
+/* The data of block id b: float [n_layer][2][n_head_kv][block_tokens]
+ * [head_dim] (lib/model/model.h); NULL for an id out of range. */
 float *fx_kv_block_data(const fx_kv *kv, uint32_t b);
 /* Leases holding b, plus one if the tree owns it; 0 means free. */
 uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b);
@@ -195,7 +195,7 @@ typedef struct fx_kv_lease {
     uint32_t cursor;        /* positions written: the one truth */
     uint32_t adopted;       /* leading blocks adopted at admission */
     uint32_t reserve_left;  /* blocks this lease may still draw */
-    float *contig;          /* contiguous: [n_layer][2][max_positions][kv_dim] */
+    float *contig;          /* contiguous: one block of max_positions */
     struct fx_kv_lease *prev, *next; /* the kv's live list, for fx_kv_check */
 } fx_kv_lease;
 

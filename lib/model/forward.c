@@ -103,12 +103,16 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
 
 /* ---- KV addressing ---- */
 
+/* Head `head`'s key (or value) at position pos: model.h gives the layout
+ * (a head's positions of a block side by side). */
 static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
-                      uint32_t layer, int is_value, uint32_t pos) {
-    uint32_t bt = view->block_tokens;
+                      uint32_t layer, int is_value, uint32_t head,
+                      uint32_t pos) {
+    const uint32_t bt = view->block_tokens;
     float *block = view->blocks[pos / bt];
-    size_t slot = ((size_t)(layer * 2 + (uint32_t)is_value) * bt + pos % bt);
-    return block + slot * f->kv_dim;
+    const size_t run = ((size_t)layer * 2 + (uint32_t)is_value) *
+                           f->hp->n_head_kv + head;
+    return block + (run * bt + pos % bt) * f->hp->head_dim;
 }
 
 /* ---- attention ---- */
@@ -119,20 +123,6 @@ typedef struct attn_job {
     const fx_kv_view *views;
     uint32_t layer;
 } attn_job;
-
-/* Prefetches position j's key and value for one KV head (hd floats each). */
-static void prefetch_kv(const fx_kv_view *view, const fx_forward *f,
-                        uint32_t layer, uint32_t kv_head, uint32_t j,
-                        uint32_t hd) {
-    const char *k = (const char *)(kv_slot(view, f, layer, 0, j) +
-                                   (size_t)kv_head * hd);
-    const char *v = (const char *)(kv_slot(view, f, layer, 1, j) +
-                                   (size_t)kv_head * hd);
-    for (size_t o = 0; o < hd * sizeof(float); o += 64) {
-        __builtin_prefetch(k + o);
-        __builtin_prefetch(v + o);
-    }
-}
 
 /* The small vectors the serial work between two matmuls reads or writes
  * (a norm's weights, the KV slots of the token) are cold by then: a step
@@ -159,6 +149,27 @@ static void prefetch_lines(const void *p, size_t bytes, bool for_write) {
  * ~14 us a layer of the 246M model, ~7 us prefetched (2 threads). */
 #define FX_KV_PREFETCH_POSITIONS 64u
 
+/* Keeps one head's keys (or values) prefetched FX_KV_PREFETCH_POSITIONS
+ * past `done` (the positions read so far), up to n_pos: *prefetched is
+ * how far it got. A head's positions of a block are side by side, so
+ * each block's share is one run of lines. */
+static void prefetch_ahead(const fx_kv_view *view, const fx_forward *f,
+                           uint32_t layer, int is_value, uint32_t kv_head,
+                           uint32_t done, uint32_t n_pos,
+                           uint32_t *prefetched) {
+    const uint32_t bt = view->block_tokens;
+    uint32_t until = done + FX_KV_PREFETCH_POSITIONS;
+    if (until > n_pos) until = n_pos;
+    while (*prefetched < until) {
+        const uint32_t j = *prefetched;
+        uint32_t n = bt - j % bt;
+        if (n > until - j) n = until - j;
+        prefetch_lines(kv_slot(view, f, layer, is_value, kv_head, j),
+                       (size_t)n * f->hp->head_dim * sizeof(float), false);
+        *prefetched = j + n;
+    }
+}
+
 /* One token and one KV head, for each query head h that shares it:
  * softmax(q_h . k_j / sqrt(d)) weighted sum of v_j over j = 0..pos, each
  * reduction in increasing j (and i) order -- exactly what one head at a
@@ -184,24 +195,22 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
     uint32_t prefetched = 0;
     for (uint32_t j = 0; j < n_pos; j += bt) {
         const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
-        const uint32_t ahead = n_pos - j - n < FX_KV_PREFETCH_POSITIONS
-                                   ? n_pos
-                                   : j + n + FX_KV_PREFETCH_POSITIONS;
-        for (; prefetched < ahead; prefetched++)
-            prefetch_kv(view, f, job->layer, kv_head, prefetched, hd);
-        const float *k = kv_slot(view, f, job->layer, 0, j) + (size_t)kv_head * hd;
-        f->ak.scores(scores + j, f->max_ctx, q, group, k, f->kv_dim, n, hd,
-                     scale);
+        prefetch_ahead(view, f, job->layer, 0, kv_head, j + n, n_pos,
+                       &prefetched);
+        const float *k = kv_slot(view, f, job->layer, 0, kv_head, j);
+        f->ak.scores(scores + j, f->max_ctx, q, group, k, hd, n, hd, scale);
     }
     for (uint32_t g = 0; g < group; g++)
         f->ak.softmax(scores + (size_t)g * f->max_ctx, n_pos);
     float *out = f->attn + q_off;
     memset(out, 0, (size_t)group * hd * sizeof *out);
+    prefetched = 0;
     for (uint32_t j = 0; j < n_pos; j += bt) {
         const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
-        const float *v = kv_slot(view, f, job->layer, 1, j) + (size_t)kv_head * hd;
-        f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, f->kv_dim, n,
-                           hd);
+        prefetch_ahead(view, f, job->layer, 1, kv_head, j + n, n_pos,
+                       &prefetched);
+        const float *v = kv_slot(view, f, job->layer, 1, kv_head, j);
+        f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, hd, n, hd);
     }
 }
 
@@ -289,9 +298,10 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         prefetch_lines(lw->ffn_norm, d * sizeof(float), false);
         for (uint32_t t = 0; t < n && t < FX_SMALL_PREFETCH_TOKENS; t++) {
             const fx_kv_view *view = &views[tokens[t].seq];
-            for (int kv = 0; kv < 2; kv++)
-                prefetch_lines(kv_slot(view, f, l, kv, tokens[t].pos),
-                               f->kv_dim * sizeof(float), true);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++)
+                for (int kv = 0; kv < 2; kv++)
+                    prefetch_lines(kv_slot(view, f, l, kv, h, tokens[t].pos),
+                                   hp->head_dim * sizeof(float), true);
         }
         const fx_mm_out qkv[3] = {OUT(lw->wq, f->q, f->q_dim),
                                   OUT(lw->wk, f->k, f->kv_dim),
@@ -310,10 +320,13 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
             fx_rope_apply(f->k + (size_t)t * f->kv_dim, hp->n_head_kv,
                           hp->head_dim, hp->n_rot, cs, rope_mode);
             const fx_kv_view *view = &views[tokens[t].seq];
-            memcpy(kv_slot(view, f, l, 0, tokens[t].pos),
-                   f->k + (size_t)t * f->kv_dim, f->kv_dim * sizeof(float));
-            memcpy(kv_slot(view, f, l, 1, tokens[t].pos),
-                   f->v + (size_t)t * f->kv_dim, f->kv_dim * sizeof(float));
+            for (uint32_t h = 0; h < hp->n_head_kv; h++) {
+                const size_t at = (size_t)t * f->kv_dim + (size_t)h * hp->head_dim;
+                memcpy(kv_slot(view, f, l, 0, h, tokens[t].pos), f->k + at,
+                       hp->head_dim * sizeof(float));
+                memcpy(kv_slot(view, f, l, 1, h, tokens[t].pos), f->v + at,
+                       hp->head_dim * sizeof(float));
+            }
         }
         /* Every token's K and V of this layer are written before any token
          * attends, so a token sees the earlier tokens of its own sequence

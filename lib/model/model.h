@@ -90,9 +90,15 @@ void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
 /* ---- KV storage, as the forward pass sees it ----
  *
  * A sequence's keys and values live in blocks of block_tokens positions.
- * One block holds every layer:  float [n_layer][2][block_tokens][kv_dim]
- * (K then V per layer). Position p of a sequence is slot p % block_tokens
- * of blocks[p / block_tokens]. A contiguous cache is a single block as
+ * One block holds every layer:
+ *   float [n_layer][2][n_head_kv][block_tokens][head_dim]
+ * (K then V per layer, then per KV head). Position p of a sequence is slot
+ * p % block_tokens of blocks[p / block_tokens]. A head's positions of a
+ * block lie side by side, so attention, which reads one head over every
+ * position, reads runs of block_tokens * head_dim floats: with the heads
+ * of a position side by side instead it read head_dim floats out of every
+ * kv_dim, and one-row decode at 1000 positions ran at 0.85-0.9x (the
+ * 246M model: 4 KB runs against 256-byte pieces 1 KB apart). A contiguous cache is a single block as
  * long as the context; the paged cache hands out a block table. The forward
  * pass writes the K and V of each token it runs at that token's position
  * and reads positions 0..pos; it keeps no cursor of its own -- the owner of
