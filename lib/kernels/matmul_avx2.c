@@ -27,12 +27,6 @@
  * output's 8 lanes are ONE dependency chain of fmas (the contract) and
  * only independent outputs can hide the fma latency. */
 #define FX_NR_MAX 6
-/* How far ahead (bytes) the small-M path prefetches each weight row: the
- * hardware prefetcher alone left M = 4 at half the bandwidth of M = 1
- * (2048 measured best of 512..6144). */
-#ifndef FX_PF_DIST
-#define FX_PF_DIST 2048
-#endif
 
 /* fx_cpu_has_*: lib/kernels/cpu.c */
 
@@ -104,12 +98,15 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
     /* F16 and BF16: each row prefetches its twin NR rows on, in the tile
      * range_small reads next (as matmul_avx512.c). Measured on the AVX-512
      * machine with this path forced, one-row F16 decode in one process:
-     * 1.34x against FX_PF_DIST (F32 1.03-1.05x, left as it is). */
-    const size_t pf_dist = t == FX_WTYPE_F32 ? FX_PF_DIST
-                                             : (size_t)NR * esize * kn;
+     * 1.34x against a fixed 2 KB ahead, and still 1.11-1.53x against none
+     * (1 and 4 rows) now that the weights sit on huge pages. F32 rows are
+     * left to the hardware prefetcher: on huge pages a software prefetch
+     * made one-row F32 decode 0.76x (1.30-1.31x without it, 4 rows
+     * 1.06-1.12x; the 246M model, variants alternated step by step). */
+    const size_t pf_dist = (size_t)NR * esize * kn;
     for (; k + 8 <= kn; k += 8) {
         __m256 wv[FX_NR_MAX];
-        if (PF) {
+        if (PF && t != FX_WTYPE_F32) {
             FX_UNROLL
             for (int j = 0; j < NR; j++)
                 _mm_prefetch((const char *)wr[j] + esize * k + pf_dist,

@@ -33,10 +33,6 @@
 #define FX_UNROLL _Pragma("GCC unroll 8")
 #define FX_MR_MAX 8 /* x rows per tile: all of a small-M call at once */
 #define FX_NP_MAX 6 /* column pairs per tile */
-/* Prefetch distance for the streamed weight rows (as the AVX2 path). */
-#ifndef FX_PF_DIST
-#define FX_PF_DIST 2048
-#endif
 
 /* Rows up to this stream W straight from storage (range_small); more go
  * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
@@ -132,6 +128,7 @@ FX_ALWAYS_INLINE FX_AVX512 void reduce_pair(__m512 v, float *lo, float *hi) {
 FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
                                        const int src, const float *const *xr,
                                        const uint8_t *const *wr, size_t kn,
+                                       bool pf,
                                        __m512 acc[FX_MR_MAX][FX_NP_MAX]) {
     size_t k = 0;
     if (src == SRC_PACKED) {
@@ -152,16 +149,12 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
         return;
     }
     const size_t esize = src == SRC_F32 ? 4 : 2;
-    /* F16 and BF16: each row prefetches its twin in the next tile (2 NP
-     * rows on, the next rows range_small reads). Measured, one-row F16
-     * decode in one process, alternating: 1.14-1.24x against FX_PF_DIST,
-     * and more than any fixed distance from 4 to 48 KB (1.0-1.16x). F32
-     * keeps FX_PF_DIST: the same rule made it 0.80-0.85x, as did 4-16 KB. */
-    const size_t pf_dist = src == SRC_F32 ? FX_PF_DIST
-                                          : (size_t)(2 * NP) * esize * kn;
+    /* pf (range_small says when): each row prefetches its twin in the
+     * next tile, 2 NP rows on, the next rows range_small reads. */
+    const size_t pf_dist = (size_t)(2 * NP) * esize * kn;
     for (; k + 8 <= kn; k += 8) {
         __m512 wv[FX_NP_MAX];
-        if (((k * esize) & 63) == 0) {
+        if (pf && ((k * esize) & 63) == 0) {
             FX_UNROLL
             for (int j = 0; j < 2 * NP; j++)
                 _mm_prefetch((const char *)wr[j] + esize * k + pf_dist,
@@ -203,7 +196,8 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
                                      const int src, const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
                                      float *part, size_t part_ld, bool first,
-                                     bool last, bool half, float *const *yr) {
+                                     bool last, bool half, bool pf,
+                                     float *const *yr) {
     __m512 acc[FX_MR_MAX][FX_NP_MAX];
     FX_UNROLL
     for (int i = 0; i < MR; i++)
@@ -214,7 +208,7 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
                               : _mm512_maskz_loadu_ps(
                                     mk, part + i * part_ld + j * 16);
         }
-    tile_k(MR, NP, src, xr, wr, kn, acc);
+    tile_k(MR, NP, src, xr, wr, kn, pf, acc);
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
@@ -237,14 +231,15 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
  * accumulators + NP weights + x stay within the 32 zmm registers. */
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
                         size_t kn, float *part, size_t part_ld, bool first,
-                        bool last, bool half, float *const *yr);
+                        bool last, bool half, bool pf, float *const *yr);
 
 #define FX_TILE_FN(MR, NP, S, NAME)                                          \
     static FX_AVX512 void t##MR##x##NP##_##NAME(                            \
         const float *const *xr, const uint8_t *const *wr, size_t kn,         \
         float *part, size_t part_ld, bool first, bool last, bool half,       \
-        float *const *yr) {                                                  \
-        tile(MR, NP, S, xr, wr, kn, part, part_ld, first, last, half, yr);   \
+        bool pf, float *const *yr) {                                         \
+        tile(MR, NP, S, xr, wr, kn, part, part_ld, first, last, half, pf,    \
+             yr);                                                            \
     }
 #define FX_NP3(MR, S, N)                                                     \
     FX_TILE_FN(MR, 1, S, N) FX_TILE_FN(MR, 2, S, N) FX_TILE_FN(MR, 3, S, N)
@@ -305,9 +300,23 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
  * it in L1/L2 (24 rows of K f32 weights: 96 KiB at K = 1024). */
 #define FX_MM_GROUP512 24
 
+/* When the small-M tiles prefetch the next tile's rows in software: F16
+ * and BF16 from FX_MM_PF_MIN_M x rows on; F32 never. With the weights on
+ * huge pages the hardware prefetcher alone streams F32 rows faster at
+ * every M this path takes, and F16 rows at one or two: measured, the 246M
+ * model's forward pass, variants alternated step by step in one process,
+ * interleaved with read passes (2 threads): F32 without the prefetch
+ * 1.40-1.73x at 1 row, 1.18-1.35x at 4, 1.24x at 8, 1.15-1.22x at 16,
+ * 1.05-1.11x at 32; F16 1.04-1.12x at 1 row, 1.02-1.09x at 2, but 0.90x at
+ * 3 and 0.88-0.90x at 4, 16 and 32 (there more work per byte leaves the
+ * rows' 12 streams too far behind without it). Later x chunks of a group
+ * find its rows in L1/L2 and never prefetch. */
+#define FX_MM_PF_MIN_M 3
+
 static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                                   size_t n1) {
     const int src = src_of(job->type);
+    const bool pf = src != SRC_F32 && job->m >= FX_MM_PF_MIN_M;
     for (size_t n = n0; n < n1; n += FX_MM_GROUP512) {
         const size_t g = min_sz(FX_MM_GROUP512, n1 - n);
         const size_t pairs = (g + 1) / 2;
@@ -329,7 +338,8 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                 for (size_t i = 0; i < mr; i++)
                     yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
                 tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, NULL, 0,
-                                           true, true, half, yn);
+                                           true, true, half, pf && m == 0,
+                                           yn);
                 p += np;
             }
         }
@@ -445,7 +455,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                         float *yn[FX_MR_MAX];
                         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + 2 * p;
                         row[np - 1](xr, wr, kp, part + m * part_ld + 2 * p * 8,
-                                    part_ld, first, last, half, yn);
+                                    part_ld, first, last, half, false, yn);
                     }
                 }
             }

@@ -44,13 +44,22 @@
  * within the 32 zmm registers. */
 #define FX_MR_MAX 8
 
-/* Software prefetch distance in a tile's stream, bytes. The hardware
- * prefetcher alone kept one core at ~0.8 of what a read pass gets;
- * 2-4 KB ahead brought the kernel to the read pass (2 threads, 256 MB,
- * in one process, alternated): 0 44, 2048 54, 4096 54, 8192 50 GB/s. */
+/* Software prefetch distance in a tile's stream, bytes, and from how many
+ * x rows on it is used. A tile is one sequential stream, which the
+ * hardware prefetcher follows best left alone while the kernel has
+ * little work per byte: without the software prefetch one 226 MB matrix
+ * streams at 1.01-1.04 of a read pass of the same bytes at 45-65 GB/s
+ * (0.85-0.97 with it), and the 246M model's one-row forward pass ran
+ * 1.03-1.12x faster (2 rows 1.02x, 4 rows 1.01-1.04x; variants alternated
+ * step by step in one process, interleaved with read passes). Prefetches
+ * of every 4 KB page's first lines only were worse than either (0.65-0.77x:
+ * they hide the misses the hardware prefetcher trains on). With more rows
+ * per pass the work per byte leaves the stream behind without help: at
+ * 6 rows 0.95x without, at 8 0.89-0.92x, at 16 0.95x. */
 #ifndef FX_Q8_PF
 #define FX_Q8_PF 4096
 #endif
+#define FX_Q8_PF_MIN_M 5
 
 /* x rows at a time over every tile of a range, so that their quants stay
  * in L2 (64 rows of K = 2816: 220 KB) while the tiles stream past; more
@@ -205,7 +214,9 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
                     xr[r] = xrow_at(job, m + r);
                     yr[r] = job->y + (m + r) * job->ldy + t0;
                 }
-                fns[mr - 1](xr, nb, tile, rows, m == m0, store_mask, yr);
+                fns[mr - 1](xr, nb, tile, rows,
+                            m == m0 && job->m >= FX_Q8_PF_MIN_M, store_mask,
+                            yr);
             }
         }
     }
