@@ -466,6 +466,36 @@ static void assert_repacked_r16(const fx_weights *w, const fx_hparams *hp) {
     assert_int_equal(w->output.type, FX_WTYPE_Q8_0_R16);
 }
 
+/* A loaded model holds an F16 or BF16 matrix in its R12 form where the
+ * kernels prefer it (AVX-512 here) and the shape allows (N even, K % 8 ==
+ * 0), else as it is; returns how many went to R12. */
+static size_t assert_repacked_r12(const fx_weights *w, const fx_hparams *hp,
+                                  fx_wtype file_type) {
+    size_t n_r12 = 0;
+    for (uint32_t l = 0; l <= hp->n_layer; l++) {
+        const fx_layer_weights *lw = &w->layers[l < hp->n_layer ? l : 0];
+        const fx_matrix *layer[] = {&lw->wq,     &lw->wk,   &lw->wv, &lw->wo,
+                                    &lw->w_gate, &lw->w_up, &lw->w_down};
+        const fx_matrix *out[] = {&w->output};
+        const fx_matrix *const *ms = l < hp->n_layer ? layer : out;
+        /* An output tied to the embedding table is read by row: kept. */
+        const size_t count = l < hp->n_layer                     ? 7
+                             : w->output.data == w->tok_embd.data ? 0
+                                                                  : 1;
+        for (size_t i = 0; i < count; i++) {
+            const bool fits = ms[i]->n % 2 == 0 && ms[i]->k % 8 == 0;
+            if (fx_kernels_prefer_r12(file_type) && fits) {
+                assert_int_equal(fx_wtype_unpacked(ms[i]->type), file_type);
+                assert_true(fx_wtype_is_r12(ms[i]->type));
+                n_r12++;
+            } else {
+                assert_int_equal(ms[i]->type, file_type);
+            }
+        }
+    }
+    return n_r12;
+}
+
 /* Every code path gives the same bits: the whole forward pass (matmuls,
  * Q8_0 activation quantization, attention's grouped scores and weighted
  * sums) on the portable path, AVX2 and AVX-512, for every weight type, on
@@ -475,6 +505,7 @@ static void assert_repacked_r16(const fx_weights *w, const fx_hparams *hp) {
  * vocabularies; an odd prompt length leaves a last key of its own. */
 static void test_isa_invariance(void **state) {
     (void)state;
+    size_t r12_runs = 0;
     const uint32_t types[] = {0, 1, 30, 8};
     const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
     const fx_isa allisas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
@@ -520,6 +551,9 @@ static void test_isa_invariance(void **state) {
                 harness_open_full(&h, &spec, 2, isa, repack);
                 if (repack && spec.type == 8)
                     assert_repacked_r16(&h.w, &h.hp);
+                if (repack && (spec.type == 1 || spec.type == 30) &&
+                    assert_repacked_r12(&h.w, &h.hp, (fx_wtype)spec.type) > 0)
+                    r12_runs++;
                 seq_kv_init(&kv, &h.hp);
                 run_chunked(&h, &kv, tokens, N, 9, got);
                 if (memcmp(got, want, (size_t)N * V * sizeof *got) != 0)
@@ -532,6 +566,8 @@ static void test_isa_invariance(void **state) {
             free(want);
             free(got);
         }
+    /* Where the kernels take R12, these shapes ran through it. */
+    if (fx_kernels_prefer_r12(FX_WTYPE_F16)) assert_true(r12_runs > 0);
 }
 
 /* Bad batches are refused with a status, not read out of bounds. */

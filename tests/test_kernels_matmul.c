@@ -81,7 +81,10 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
                 memcpy(dst + 2 * j, &h, 2);
             }
             break;
-        case FX_WTYPE_Q8_0_R16: fail(); break; /* repack_r16 a Q8_0 one */
+        case FX_WTYPE_Q8_0_R16: /* repack_r16 a Q8_0 one */
+        case FX_WTYPE_F32_R12:  /* repack_r12 a float one */
+        case FX_WTYPE_F16_R12:
+        case FX_WTYPE_BF16_R12: fail(); break;
         case FX_WTYPE_Q8_0: {
             fx_block_q8_0 *blk = malloc(rb);
             assert_non_null(blk);
@@ -183,15 +186,27 @@ static uint8_t *repack_r16(const uint8_t *w, size_t n, size_t k) {
     return out;
 }
 
+/* The same float matrix repacked (fx_float_repack_r12). */
+static uint8_t *repack_r12(const uint8_t *w, fx_wtype t, size_t n, size_t k) {
+    const size_t bytes = fx_wtype_row_bytes(t, k) * n;
+    uint8_t *out = malloc(bytes ? bytes : 1);
+    assert_non_null(out);
+    assert_int_equal(fx_float_repack_r12(out, w, t, n, k), FX_OK);
+    return out;
+}
+
 /* Every ISA, thread count and batch against the portable path run one
- * row at a time. For R16 the reference is the portable Q8_0 path on the
- * matrix before repacking: the layout must not change a bit. */
+ * row at a time. For R16 and R12 the reference is the portable path of
+ * the type on the matrix before repacking: the layout must not change a
+ * bit. */
 static void check_invariance(fx_wtype t, shape sh) {
     const size_t ldx = sh.k + 3;
-    const bool r16 = t == FX_WTYPE_Q8_0_R16;
-    const fx_wtype t_ref = r16 ? FX_WTYPE_Q8_0 : t;
+    const bool r16 = t == FX_WTYPE_Q8_0_R16, r12 = fx_wtype_is_r12(t);
+    const fx_wtype t_ref = r16 ? FX_WTYPE_Q8_0 : fx_wtype_unpacked(t);
     uint8_t *w_ref = make_weights(t_ref, sh.n, sh.k, sh.n * 131 + sh.k);
-    uint8_t *w = r16 ? repack_r16(w_ref, sh.n, sh.k) : w_ref;
+    uint8_t *w = r16   ? repack_r16(w_ref, sh.n, sh.k)
+                 : r12 ? repack_r12(w_ref, t_ref, sh.n, sh.k)
+                       : w_ref;
     float *x = make_x(sh.m, sh.k, ldx, sh.k);
 
     /* The reference: the portable path, one thread, each row alone. */
@@ -283,6 +298,28 @@ static void test_invariance_q8_0_r16(void **state) {
     for (size_t r = 1; r < FX_R16_ROWS; r++) {
         const shape sh = {34, 2 * FX_R16_ROWS + r, r % 2 ? 96 : 64};
         check_invariance(FX_WTYPE_Q8_0_R16, sh);
+    }
+}
+
+/* R12: N = 2 (one short tile of one pair), 10, 12 (one full tile), 14,
+ * 24, 26, 100 (full tiles and a short last one, several tasks), then a
+ * short last tile of every even size behind two full ones; K from 8 to
+ * 2816 (several 256-wide slabs of the large-M pack, which reads the
+ * tiles row by row); M from 1 to 150 (one-tile, small-M, large-M). */
+static void test_invariance_float_r12(void **state) {
+    (void)state;
+    const shape shapes[] = {{37, 2, 8},    {37, 10, 16},  {37, 12, 64},
+                            {70, 14, 264}, {37, 24, 1024}, {150, 26, 40},
+                            {40, 100, 2816}, {9, 12, 8}};
+    const fx_wtype types[] = {FX_WTYPE_F32_R12, FX_WTYPE_F16_R12,
+                              FX_WTYPE_BF16_R12};
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            check_invariance(types[t], shapes[s]);
+        for (size_t r = 2; r < FX_R12_ROWS; r += 2) {
+            const shape sh = {34, 2 * FX_R12_ROWS + r, r % 4 ? 96 : 48};
+            check_invariance(types[t], sh);
+        }
     }
 }
 
@@ -641,6 +678,85 @@ static void test_q8_nonfinite(void **state) {
     free(x);
     free(wr);
     free(w);
+}
+
+/* ---- the R12 layout ---- */
+
+/* The repacked matrix is kernels.h's R12 layout: walking it in storage
+ * order -- tiles of 12 rows (the last shorter) where their first row was,
+ * chunks of 8 elements, rows -- finds each row's 8 elements of the chunk,
+ * where fx_float_r12_at says; the matrix keeps its size. Element values
+ * are their own indices so a misplaced one cannot pass. Bad shapes and
+ * types are refused. */
+static void test_r12_layout(void **state) {
+    (void)state;
+    const size_t ns[] = {2, 4, 10, 12, 14, 22, 24, 26, 100};
+    const size_t ks[] = {8, 16, 40, 1024};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof *ks; b++) {
+            const size_t n = ns[a], k = ks[b];
+            float *w = malloc(n * k * sizeof *w), *r = malloc(n * k * sizeof *r);
+            assert_true(w && r);
+            for (size_t i = 0; i < n * k; i++) w[i] = (float)i;
+            assert_int_equal(fx_float_repack_r12(r, w, FX_WTYPE_F32, n, k),
+                             FX_OK);
+            size_t o = 0;
+            for (size_t t = 0; t < n; t += 12) {
+                assert_int_equal(o, t * k);
+                const size_t rows = n - t < 12 ? n - t : 12;
+                for (size_t c = 0; c < k / 8; c++)
+                    for (size_t row = 0; row < rows; row++) {
+                        assert_int_equal(fx_float_r12_at(n, k, 4, t + row, c),
+                                         o * 4);
+                        for (size_t e = 0; e < 8; e++)
+                            assert_true(r[o++] ==
+                                        (float)((t + row) * k + 8 * c + e));
+                    }
+            }
+            assert_int_equal(o, n * k);
+            /* 2-byte types move the same elements. */
+            uint16_t *h = malloc(n * k * 2), *hr = malloc(n * k * 2);
+            assert_true(h && hr);
+            for (size_t i = 0; i < n * k; i++) h[i] = (uint16_t)(i * 7);
+            assert_int_equal(fx_float_repack_r12(hr, h, FX_WTYPE_BF16, n, k),
+                             FX_OK);
+            for (size_t row = 0; row < n; row++)
+                for (size_t c = 0; c < k / 8; c++)
+                    assert_memory_equal(
+                        (const uint8_t *)hr + fx_float_r12_at(n, k, 2, row, c),
+                        h + row * k + 8 * c, 16);
+            free(h);
+            free(hr);
+            free(w);
+            free(r);
+        }
+    float buf[64] = {0}, out[64];
+    assert_int_equal(fx_float_repack_r12(out, buf, FX_WTYPE_F32, 3, 8),
+                     FX_ERR_INVALID_ARG); /* odd N */
+    assert_int_equal(fx_float_repack_r12(out, buf, FX_WTYPE_F16, 2, 12),
+                     FX_ERR_INVALID_ARG); /* K % 8 */
+    assert_int_equal(fx_float_repack_r12(out, buf, FX_WTYPE_Q8_0, 2, 32),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_float_repack_r12(NULL, buf, FX_WTYPE_F32, 2, 8),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_float_repack_r12(NULL, NULL, FX_WTYPE_F32, 0, 8),
+                     FX_OK);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_F16_R12, 64), 128);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_F16_R12, 60), 0);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_F32_R12, 8), 32);
+    assert_false(fx_kernels_prefer_r12(FX_WTYPE_F32));
+    assert_false(fx_kernels_prefer_r12(FX_WTYPE_Q8_0));
+    assert_false(fx_kernels_prefer_r12(FX_WTYPE_F16_R12));
+    /* A matmul refuses an R12 matrix with odd N or K % 8 != 0. */
+    fx_kernels *kc = make_ctx(FX_ISA_PORTABLE, 1);
+    float x[16] = {0}, y[4];
+    assert_int_equal(fx_matmul(kc, x, 8, 1, buf, FX_WTYPE_F32_R12, 3, 8, y, 3,
+                               0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 12, 1, buf, FX_WTYPE_F32_R12, 2, 12, y,
+                               2, 0),
+                     FX_ERR_INVALID_ARG);
+    fx_kernels_free(kc);
 }
 
 /* ---- the R16 layout ---- */
@@ -1081,6 +1197,8 @@ int main(void) {
         cmocka_unit_test(test_invariance_float_types),
         cmocka_unit_test(test_invariance_q8_0),
         cmocka_unit_test(test_invariance_q8_0_r16),
+        cmocka_unit_test(test_invariance_float_r12),
+        cmocka_unit_test(test_r12_layout),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_q8_definition),
         cmocka_unit_test(test_q8_order),

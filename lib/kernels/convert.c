@@ -189,3 +189,23 @@ fx_status fx_q8_0_repack_r16(void *dst, const void *src, size_t n, size_t k) {
     }
     return FX_OK;
 }
+
+fx_status fx_float_repack_r12(void *dst, const void *src, fx_wtype t,
+                              size_t n, size_t k) {
+    const size_t esize = t == FX_WTYPE_F32                          ? 4
+                         : t == FX_WTYPE_F16 || t == FX_WTYPE_BF16 ? 2
+                                                                   : 0;
+    if (esize == 0 || n % 2 != 0 || k % 8 != 0 || (n && k && (!dst || !src)))
+        return FX_ERR_INVALID_ARG;
+    const uint8_t *in = src;
+    uint8_t *out = dst; /* written in order: tile, chunk, row */
+    for (size_t t0 = 0; t0 < n; t0 += FX_R12_ROWS) {
+        const size_t rows = n - t0 < FX_R12_ROWS ? n - t0 : FX_R12_ROWS;
+        for (size_t c = 0; c < k / 8; c++)
+            for (size_t r = 0; r < rows; r++) {
+                memcpy(out, in + ((t0 + r) * k + 8 * c) * esize, 8 * esize);
+                out += 8 * esize;
+            }
+    }
+    return FX_OK;
+}

@@ -67,11 +67,31 @@ typedef enum fx_wtype {
     FX_WTYPE_F16 = 1,   /* wv = the half widened (exact) */
     FX_WTYPE_Q8_0 = 8,  /* integer dots on quantized x (see the top) */
     FX_WTYPE_BF16 = 30, /* wv = the bfloat16 widened (exact) */
-    /* Not a ggml type (no file can declare it): Q8_0 weights repacked at
-     * load by fx_q8_0_repack_r16 into the order the kernels read them, the
-     * same bytes per row and the same arithmetic as Q8_0 (below). */
-    FX_WTYPE_Q8_0_R16 = 0x110
+    /* Not ggml types (no file can declare them): weights repacked at load
+     * into the order the kernels read them, the same bytes per row and the
+     * same arithmetic as the type they come from. Q8_0 in 16-row tiles
+     * (fx_q8_0_repack_r16); F32, F16 and BF16 in 12-row tiles
+     * (fx_float_repack_r12: 0x100 + the type's id). */
+    FX_WTYPE_F32_R12 = 0x100,
+    FX_WTYPE_F16_R12 = 0x101,
+    FX_WTYPE_Q8_0_R16 = 0x110,
+    FX_WTYPE_BF16_R12 = 0x11e
 } fx_wtype;
+
+/* The float type an R12 type repacks, or t itself. */
+static inline fx_wtype fx_wtype_unpacked(fx_wtype t) {
+    switch (t) {
+    case FX_WTYPE_F32_R12: return FX_WTYPE_F32;
+    case FX_WTYPE_F16_R12: return FX_WTYPE_F16;
+    case FX_WTYPE_BF16_R12: return FX_WTYPE_BF16;
+    default: return t;
+    }
+}
+
+static inline bool fx_wtype_is_r12(fx_wtype t) {
+    return t == FX_WTYPE_F32_R12 || t == FX_WTYPE_F16_R12 ||
+           t == FX_WTYPE_BF16_R12;
+}
 
 #define FX_QK8_0 32 /* elements per Q8_0 block */
 
@@ -120,8 +140,7 @@ const char *fx_wtype_name(fx_wtype t);
 fx_status fx_q8_0_repack_r16(void *dst, const void *src, size_t n, size_t k);
 
 /* Whether the kernels stream type t faster repacked into its R16 form:
- * Q8_0 only (the float types stay in rows: an F16 tile form measured
- * 1.12x at one row but 0.82x at 4 and 16 rows). */
+ * Q8_0 (the float types have their own tiles, below). */
 bool fx_kernels_prefer_r16(fx_wtype t);
 
 /* Where row n's block b lives in an R16 matrix of n_rows rows and nb
@@ -140,6 +159,48 @@ static inline void fx_q8_r16_at(size_t n_rows, size_t nb, size_t n, size_t b,
     *q = group + gb * rows * 2 + i * FX_QK8_0 * rows + 4 * r;
     *stride = 4 * rows;
 }
+
+/* ---- F32, F16 and BF16 in 12-row tiles (FX_WTYPE_*_R12) ----
+ *
+ * Why: a one-row matmul keeps 12 rows' dot products in flight (the fma
+ * chains of kernels.h's order need that many to hide their latency), and
+ * read as rows that is 12 streams of K elements each -- 2 KB for an F16
+ * row of K = 1024 -- too short for the hardware prefetcher to get going,
+ * so a core waited on memory with half the bandwidth unused (one F16
+ * matrix streamed at 0.40-0.63 of a read pass of its bytes, 2 threads).
+ * In this layout the same 12 rows are one stream (0.80-0.97 of the read
+ * pass, same machine, alternated).
+ *
+ * Layout, for N rows of K elements (K % 8 == 0, N even): rows in tiles of
+ * 12 (the last tile has R = N mod 12 rows if that is not 0), tile t at
+ * the byte where row 12 t starts in the row layout, so the matrix keeps
+ * its size. A tile of R rows is K / 8 chunks of R * 8 elements: chunk c
+ * holds row r's elements 8c..8c+7 at element r * 8 of the chunk. So a
+ * pair of rows (2p, 2p+1) is 16 consecutive elements of each chunk, one
+ * zmm of the AVX-512 tile, and the chunks follow one another. */
+#define FX_R12_ROWS 12
+
+/* Byte offset of row n's elements 8c..8c+7 in an R12 matrix of n_rows
+ * rows of k elements of esize bytes. */
+static inline size_t fx_float_r12_at(size_t n_rows, size_t k, size_t esize,
+                                     size_t n, size_t c) {
+    const size_t t = n / FX_R12_ROWS, r = n % FX_R12_ROWS;
+    const size_t left = n_rows - t * FX_R12_ROWS;
+    const size_t rows = left < FX_R12_ROWS ? left : FX_R12_ROWS;
+    return (t * FX_R12_ROWS * k + (c * rows + r) * 8) * esize;
+}
+
+/* dst (same size as src, not overlapping) = n rows of k elements of type
+ * t (F32, F16 or BF16) at src in the layout above. n even and k % 8 == 0,
+ * else FX_ERR_INVALID_ARG. */
+fx_status fx_float_repack_r12(void *dst, const void *src, fx_wtype t,
+                              size_t n, size_t k);
+
+/* Whether this CPU's kernels stream float type t (F32, F16, BF16) faster
+ * in its R12 form: where the AVX-512 path exists, which reads it in one
+ * stream (matmul.c says what was measured); the AVX2 and portable paths
+ * read R12 element by element, correct but slow. */
+bool fx_kernels_prefer_r12(fx_wtype t);
 
 /* ---- thread pool ---- */
 

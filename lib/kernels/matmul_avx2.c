@@ -432,6 +432,12 @@ static FX_AVX2 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
 
 static FX_AVX2 void range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
                                float *scratch) {
+    /* R12 floats only come from a CPU with the AVX-512 path
+     * (fx_kernels_prefer_r12); here, for tests, the same bits slowly. */
+    if (fx_wtype_is_r12(job->type)) {
+        fx_mm_range_portable(job, n0, n1, scratch);
+        return;
+    }
     if (job->m <= FX_MM_SMALL_M)
         range_small(job, n0, n1);
     else

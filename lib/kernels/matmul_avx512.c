@@ -44,6 +44,7 @@
 /* Weight sources of a tile: the storage types, or a packed f32 panel.
  * (Q8_0 is in matmul_q8_avx512.c.) */
 enum { SRC_F32, SRC_F16, SRC_BF16, SRC_PACKED };
+#define TILED 0x100 /* with a storage source: its R12 form (kernels.h) */
 
 /* fx_cpu_has_*: lib/kernels/cpu.c */
 
@@ -126,11 +127,50 @@ FX_ALWAYS_INLINE FX_AVX512 void reduce_pair(__m512 v, float *lo, float *hi) {
  * panel (16 floats per group of 8 k) and kn is a multiple of 8, the
  * padding already in the panel and in the x block. */
 FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
-                                       const int src, const float *const *xr,
+                                       const int src, const int tiled,
+                                       const float *const *xr,
                                        const uint8_t *const *wr, size_t kn,
-                                       bool pf,
+                                       size_t wstride, bool pf,
                                        __m512 acc[FX_MR_MAX][FX_NP_MAX]) {
     size_t k = 0;
+    if (tiled) {
+        /* R12: pair j's 16 weights of chunk c at wr[j] + c * wstride, the
+         * tile one stream. pf: the next tile (wstride * kn / 8 bytes on,
+         * contiguous) a chunk's worth per chunk, in address order, into L2
+         * only: with several x rows the work per byte leaves the
+         * hardware prefetcher behind, and into L1 the next tile evicted
+         * this one's lines before the later passes read them. Measured,
+         * one F16 5632 x 1024 matrix against its row form (itself with
+         * the twin prefetch of the rows), 2 threads, 400 MB of copies:
+         * R12 with this 1.25 / 1.32 / 1.16 / 1.09x at 3 / 4 / 8 / 16 rows;
+         * prefetching into L1 instead 0.75-0.83x, none 0.72-0.84x; at 1
+         * and 2 rows none is better (1.45-1.48x; 1.35 with it at 1). kn %
+         * 8 == 0. */
+        const size_t esize = src == SRC_F32 ? 4 : 2;
+        const char *pf_at = (const char *)wr[0] + wstride * (kn / 8);
+        for (size_t c = 0; k < kn; k += 8, c++) {
+            if (pf)
+                for (size_t o = 0; o < wstride; o += 64)
+                    _mm_prefetch(pf_at + c * wstride + o, _MM_HINT_T1);
+            __m512 wv[FX_NP_MAX];
+            FX_UNROLL
+            for (int j = 0; j < NP; j++) {
+                const uint8_t *at = wr[j] + c * wstride;
+                wv[j] = esize == 4
+                            ? _mm512_loadu_ps((const float *)(const void *)at)
+                            : widen_halves(src, _mm256_loadu_si256(
+                                                    (const __m256i *)(const void *)at));
+            }
+            FX_UNROLL
+            for (int i = 0; i < MR; i++) {
+                __m512 xv = bcast_x(xr[i] + k);
+                FX_UNROLL
+                for (int j = 0; j < NP; j++)
+                    acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+            }
+        }
+        return;
+    }
     if (src == SRC_PACKED) {
         for (; k < kn; k += 8) {
             __m512 wv[FX_NP_MAX];
@@ -193,11 +233,12 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
  * yr[i][2j+1]). half: the last pair has only its low column; its high
  * half is computed on a stand-in and never stored. */
 FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
-                                     const int src, const float *const *xr,
+                                     const int src, const int tiled,
+                                     const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
-                                     float *part, size_t part_ld, bool first,
-                                     bool last, bool half, bool pf,
-                                     float *const *yr) {
+                                     size_t wstride, float *part,
+                                     size_t part_ld, bool first, bool last,
+                                     bool half, bool pf, float *const *yr) {
     __m512 acc[FX_MR_MAX][FX_NP_MAX];
     FX_UNROLL
     for (int i = 0; i < MR; i++)
@@ -208,7 +249,7 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
                               : _mm512_maskz_loadu_ps(
                                     mk, part + i * part_ld + j * 16);
         }
-    tile_k(MR, NP, src, xr, wr, kn, pf, acc);
+    tile_k(MR, NP, src, tiled, xr, wr, kn, wstride, pf, acc);
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
@@ -230,16 +271,18 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
  * register allocation with the loops above fully unrolled. MR * NP
  * accumulators + NP weights + x stay within the 32 zmm registers. */
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
-                        size_t kn, float *part, size_t part_ld, bool first,
-                        bool last, bool half, bool pf, float *const *yr);
+                        size_t kn, size_t wstride, float *part,
+                        size_t part_ld, bool first, bool last, bool half,
+                        bool pf, float *const *yr);
 
+/* S: a source, | TILED for its R12 form (NAME ending in t). */
 #define FX_TILE_FN(MR, NP, S, NAME)                                          \
     static FX_AVX512 void t##MR##x##NP##_##NAME(                            \
         const float *const *xr, const uint8_t *const *wr, size_t kn,         \
-        float *part, size_t part_ld, bool first, bool last, bool half,       \
-        bool pf, float *const *yr) {                                         \
-        tile(MR, NP, S, xr, wr, kn, part, part_ld, first, last, half, pf,    \
-             yr);                                                            \
+        size_t wstride, float *part, size_t part_ld, bool first, bool last,  \
+        bool half, bool pf, float *const *yr) {                              \
+        tile(MR, NP, (S) & 0xff, (S) >> 8, xr, wr, kn, wstride, part,        \
+             part_ld, first, last, half, pf, yr);                            \
     }
 #define FX_NP3(MR, S, N)                                                     \
     FX_TILE_FN(MR, 1, S, N) FX_TILE_FN(MR, 2, S, N) FX_TILE_FN(MR, 3, S, N)
@@ -253,6 +296,13 @@ typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
 FX_TILES(SRC_F32, f32)
 FX_TILES(SRC_F16, f16)
 FX_TILES(SRC_BF16, bf16)
+/* The R12 tiles: 6 pairs (a whole tile in one pass) up to 4 x rows. */
+#define FX_TILES_R12(S, N)                                                   \
+    FX_NP6(1, S, N) FX_NP6(2, S, N) FX_NP6(3, S, N) FX_NP6(4, S, N)          \
+    FX_NP3(5, S, N) FX_NP3(6, S, N) FX_NP3(7, S, N) FX_NP3(8, S, N)
+FX_TILES_R12(SRC_F32 | TILED, f32t)
+FX_TILES_R12(SRC_F16 | TILED, f16t)
+FX_TILES_R12(SRC_BF16 | TILED, bf16t)
 FX_NP3(1, SRC_PACKED, pk) FX_NP3(2, SRC_PACKED, pk)
 FX_NP3(3, SRC_PACKED, pk) FX_NP3(4, SRC_PACKED, pk)
 FX_NP3(5, SRC_PACKED, pk) FX_NP3(6, SRC_PACKED, pk)
@@ -271,6 +321,12 @@ FX_NP3(7, SRC_PACKED, pk) FX_NP3(8, SRC_PACKED, pk)
 /* [source][MR-1][NP-1], NP <= wide_np[MR-1]; read-only. */
 static const tile_fn tiles[3][FX_MR_MAX][FX_NP_MAX] = {
     FX_TABLE(f32), FX_TABLE(f16), FX_TABLE(bf16)};
+#define FX_TABLE_R12(N)                                                      \
+    {FX_ROW6(1, N), FX_ROW6(2, N), FX_ROW6(3, N), FX_ROW6(4, N),             \
+     FX_ROW3(5, N), FX_ROW3(6, N), FX_ROW3(7, N), FX_ROW3(8, N)}
+static const tile_fn tiles_r12[3][FX_MR_MAX][FX_NP_MAX] = {
+    FX_TABLE_R12(f32t), FX_TABLE_R12(f16t), FX_TABLE_R12(bf16t)};
+static const int wide_np_r12[FX_MR_MAX] = {6, 6, 6, 6, 3, 3, 3, 3};
 static const int wide_np[FX_MR_MAX] = {6, 6, 4, 4, 3, 3, 3, 3};
 
 /* The large-M path's tiles on the packed panel: [MR-1][NP-1]. 8 x 3 is
@@ -282,7 +338,7 @@ static const tile_fn packed[FX_MR_MAX][3] = {
     FX_PK_ROW(5), FX_PK_ROW(6), FX_PK_ROW(7), FX_PK_ROW(8)};
 
 static int src_of(fx_wtype t) {
-    switch (t) {
+    switch (fx_wtype_unpacked(t)) {
     case FX_WTYPE_F16: return SRC_F16;
     case FX_WTYPE_BF16: return SRC_BF16;
     case FX_WTYPE_F32:
@@ -337,9 +393,50 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                 float *yn[FX_MR_MAX];
                 for (size_t i = 0; i < mr; i++)
                     yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
-                tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, NULL, 0,
-                                           true, true, half, pf && m == 0,
+                tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, 0, NULL,
+                                           0, true, true, half, pf && m == 0,
                                            yn);
+                p += np;
+            }
+        }
+    }
+}
+
+/* R12 weights: tiles in order, each read from memory once (one stream:
+ * kernels.h), x rows 8 at a time, the later chunks of 8 finding the tile
+ * in L1/L2. n0 is a multiple of 12 (task columns are of 24), n1 one too
+ * or N. pf as range_small (FX_MM_PF_MIN_M), for the next tile. */
+static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
+                                      size_t n1) {
+    const int src = src_of(job->type);
+    const size_t esize = src == SRC_F32 ? 4 : 2;
+    const bool pf = src != SRC_F32 && job->m >= FX_MM_PF_MIN_M;
+    for (size_t n = n0; n < n1; n += FX_R12_ROWS) {
+        const size_t rows = min_sz(FX_R12_ROWS, job->n - n), pairs = rows / 2;
+        const uint8_t *tile = job->w + n * job->row_bytes;
+        const size_t wstride = rows * 8 * esize;
+        /* No tile after the matrix's last one to prefetch. */
+        const bool pf_tile = pf && n + rows < job->n;
+        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
+            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
+            const size_t nw = (size_t)wide_np_r12[mr - 1];
+            const float *xr[FX_MR_MAX];
+            for (size_t i = 0; i < mr; i++)
+                xr[i] = job->x + (m + i) * job->ldx;
+            for (size_t p = 0; p < pairs;) {
+                const size_t np = min_sz(nw, pairs - p);
+                const uint8_t *wr[FX_NP_MAX];
+                for (size_t j = 0; j < np; j++)
+                    wr[j] = tile + 2 * (p + j) * 8 * esize;
+                float *yn[FX_MR_MAX];
+                for (size_t i = 0; i < mr; i++)
+                    yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
+                /* The prefetch runs with the tile's first pass of pairs:
+                 * its stream starts at the tile (wr[0] at pair 0). */
+                tiles_r12[src][mr - 1][np - 1](xr, wr, job->k, wstride, NULL,
+                                               0, true, true, false,
+                                               pf_tile && m == 0 && p == 0,
+                                               yn);
                 p += np;
             }
         }
@@ -355,6 +452,28 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
 static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
                                  size_t k0, size_t kn, float *panel) {
     const int src = src_of(job->type);
+    if (fx_wtype_is_r12(job->type)) {
+        /* Each row's 8 weights of a chunk through the layout (no tail: K
+         * % 8 == 0); the panel's pairs need not be the tiles' (NC may be
+         * odd). */
+        const size_t esize = src == SRC_F32 ? 4 : 2;
+        for (size_t p = 0; p < (nn + 1) / 2; p++) {
+            const size_t a = n + 2 * p, b = 2 * p + 1 < nn ? a + 1 : a;
+            float *dst = panel + p * 2 * FX_MM_KC;
+            /* Row a's chunk c0, and the bytes to the same row's next
+             * chunk: its tile's rows * 8 elements. */
+            const uint8_t *ra =
+                job->w + fx_float_r12_at(job->n, job->k, esize, a, k0 / 8);
+            const uint8_t *rb =
+                job->w + fx_float_r12_at(job->n, job->k, esize, b, k0 / 8);
+            const size_t left = job->n - a / FX_R12_ROWS * FX_R12_ROWS;
+            const size_t cstride =
+                (left < FX_R12_ROWS ? left : FX_R12_ROWS) * 8 * esize;
+            for (size_t k = 0; k < kn; k += 8, ra += cstride, rb += cstride)
+                _mm512_store_ps(dst + 2 * k, load_pair8(src, ra, rb, 0));
+        }
+        return;
+    }
     for (size_t p = 0; p < (nn + 1) / 2; p++) {
         const uint8_t *r0 = job->w + (n + 2 * p) * job->row_bytes;
         const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
@@ -389,15 +508,34 @@ static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
                                     size_t k0, size_t kn, size_t part,
                                     size_t parts) {
     if (mc == 0) return;
+    /* R12: each tile's chunks [k0/8, (k0+kn)/8) are one run of bytes; a
+     * row of the panel stands for its share of its tile's run, so the
+     * parts stay as even as for rows. */
+    const bool r12 = fx_wtype_is_r12(job->type);
+    const size_t esize = src_of(job->type) == SRC_F32 ? 4 : 2;
     size_t rows = mc + nc;
     size_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
     size_t wbytes = fx_wtype_row_bytes(job->type, kn);
     size_t woff = fx_wtype_row_bytes(job->type, k0);
     for (size_t r = r0; r < r1; r++) {
-        const char *p = r < mc
-            ? (const char *)(job->x + (mb + r) * job->ldx + k0)
-            : (const char *)job->w + (nb + r - mc) * job->row_bytes + woff;
-        size_t len = r < mc ? kn * sizeof(float) : wbytes;
+        const char *p;
+        size_t len;
+        if (r < mc) {
+            p = (const char *)(job->x + (mb + r) * job->ldx + k0);
+            len = kn * sizeof(float);
+        } else if (r12) {
+            const size_t row = nb + (r - mc);
+            const size_t t0 = row / FX_R12_ROWS * FX_R12_ROWS;
+            const size_t tr = min_sz(FX_R12_ROWS, job->n - t0);
+            const size_t run = tr * kn * esize, i = row - t0;
+            p = (const char *)job->w +
+                fx_float_r12_at(job->n, job->k, esize, t0, k0 / 8) +
+                i * run / tr / 64 * 64;
+            len = (i + 1) * run / tr / 64 * 64 - i * run / tr / 64 * 64;
+        } else {
+            p = (const char *)job->w + (nb + r - mc) * job->row_bytes + woff;
+            len = wbytes;
+        }
         for (size_t off = 0; off < len; off += 64)
             _mm_prefetch(p + off, _MM_HINT_T0);
     }
@@ -454,7 +592,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                                                       (p + j) * 2 * FX_MM_KC);
                         float *yn[FX_MR_MAX];
                         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + 2 * p;
-                        row[np - 1](xr, wr, kp, part + m * part_ld + 2 * p * 8,
+                        row[np - 1](xr, wr, kp, 0, part + m * part_ld + 2 * p * 8,
                                     part_ld, first, last, half, false, yn);
                     }
                 }
@@ -465,6 +603,13 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
 
 static FX_AVX512 void range_avx512(const fx_mm_job *job, size_t n0,
                                    size_t n1, float *scratch) {
+    if (fx_wtype_is_r12(job->type) &&
+        (job->m <= FX_MM_SMALL_M ||
+         (job->m <= FX_MM_SMALL_M512 &&
+          FX_R12_ROWS * job->row_bytes <= ((size_t)512 << 10)))) {
+        range_small_r12(job, n0, n1);
+        return;
+    }
     /* Past 8 rows, streaming relies on a group staying in L2 between
      * chunks of 8 rows: not with rows this long (f32, K > ~5000). */
     if (job->m <= FX_MM_SMALL_M ||

@@ -109,9 +109,18 @@ static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
     return n;
 }
 
-/* Whether m goes into its R16 type; the others are copied as they are. */
-static bool repackable(const fx_matrix *m) {
-    return fx_kernels_prefer_r16(m->type) && m->type == FX_WTYPE_Q8_0;
+/* The repacked type m goes into (R16 for Q8_0, R12 for the float types
+ * this CPU streams faster so: kernels.h), or its own type: copied as it
+ * is. */
+static fx_wtype repacked_type(const fx_matrix *m) {
+    if (m->type == FX_WTYPE_Q8_0 && fx_kernels_prefer_r16(m->type))
+        return FX_WTYPE_Q8_0_R16;
+    if (fx_kernels_prefer_r12(m->type) && m->n % 2 == 0 && m->k % 8 == 0) {
+        if (m->type == FX_WTYPE_F16) return FX_WTYPE_F16_R12;
+        if (m->type == FX_WTYPE_BF16) return FX_WTYPE_BF16_R12;
+        if (m->type == FX_WTYPE_F32) return FX_WTYPE_F32_R12;
+    }
+    return m->type;
 }
 
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
@@ -146,13 +155,15 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
     for (size_t i = 0; i < n; i++) {
         fx_matrix *m = list[i];
         const size_t bytes = (size_t)m->n * fx_wtype_row_bytes(m->type, m->k);
-        if (repackable(m)) {
-            /* Shapes were checked at load and by repackable: cannot fail */
+        const fx_wtype to = repacked_type(m);
+        /* Shapes were checked at load and by repacked_type: cannot fail */
+        if (to == FX_WTYPE_Q8_0_R16)
             (void)fx_q8_0_repack_r16(at, m->data, m->n, m->k);
-            m->type = FX_WTYPE_Q8_0_R16;
-        } else {
+        else if (fx_wtype_is_r12(to))
+            (void)fx_float_repack_r12(at, m->data, m->type, m->n, m->k);
+        else
             memcpy(at, m->data, bytes);
-        }
+        m->type = to;
         fx_gguf_release(gguf, m->data, bytes);
         m->data = at;
         at += (bytes + 63) & ~(size_t)63;
