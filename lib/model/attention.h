@@ -24,8 +24,9 @@ typedef struct fx_attn_kernels {
     fx_softmax_fn softmax;
 } fx_attn_kernels;
 
-/* Picks the AVX2 forms when isa is FX_ISA_AVX2 or FX_ISA_AVX512; every
- * form gives the same bits. */
+/* Picks the AVX2 forms when isa is FX_ISA_AVX2 or FX_ISA_AVX512, and the
+ * AVX-512 weighted sum with FX_ISA_AVX512; every form gives the same bits
+ * (tests/test_attention.c). */
 void fx_attn_kernels_init(fx_attn_kernels *ak, fx_isa isa);
 
 #endif

@@ -1,0 +1,134 @@
+/*
+ * The inner loops of attention (lib/model/attention.h) against their
+ * portable form, bit for bit: scores and weighted sums for every ISA the
+ * CPU has, head sizes from 1 to 160 (multiples of 16 take the AVX-512
+ * weighted sum, others its AVX2 fallback; tails of 1..7 elements), 1 to 6
+ * heads per call (the AVX-512 sums take up to 4 heads of 64 or 2 of 128
+ * at once), key counts that leave every remainder, and key strides wider
+ * than a head. Values include signed zeros, huge and tiny magnitudes so a
+ * changed order of operations shows in the bits.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "model/attention.h"
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Mostly uniform in [-1, 1), sometimes scaled far up or down, sometimes
+ * -0: sums whose bits depend on the order they are added in. */
+static float rng_val(uint64_t *s) {
+    const uint64_t r = rng_next(s);
+    float v = (float)((double)(r >> 11) * 0x1p-53 * 2.0 - 1.0);
+    switch (r & 15) {
+    case 0: return v * 0x1p20f;
+    case 1: return v * 0x1p-20f;
+    case 2: return -0.0f;
+    default: return v;
+    }
+}
+
+static void fill(float *a, size_t n, uint64_t seed) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) a[i] = rng_val(&s);
+}
+
+static bool have_isa(fx_isa isa) {
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_kernels_params kp;
+    fx_kernels_params_init(&kp);
+    kp.isa = isa;
+    fx_kernels *kc = NULL;
+    if (fx_kernels_create(&alloc, &kp, &kc, NULL) != FX_OK) return false;
+    fx_kernels_free(kc);
+    return true;
+}
+
+static void assert_same_bits(const float *got, const float *want, size_t n,
+                             const char *what, uint32_t hd, uint32_t nh,
+                             uint32_t keys, int isa) {
+    if (memcmp(got, want, n * sizeof *got) == 0) return;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(got + i, want + i, sizeof *got) != 0)
+            fail_msg("%s isa %d hd %u heads %u keys %u: element %zu %a vs %a",
+                     what, isa, hd, nh, keys, i, (double)got[i],
+                     (double)want[i]);
+}
+
+static void test_forms_agree(void **state) {
+    (void)state;
+    const uint32_t hds[] = {1, 7, 8, 15, 16, 24, 32, 36, 48, 64, 80, 96,
+                            112, 128, 144, 160};
+    const uint32_t keys[] = {1, 2, 3, 7, 8, 9, 17, 40};
+    const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
+    fx_attn_kernels ref;
+    fx_attn_kernels_init(&ref, FX_ISA_PORTABLE);
+    size_t checked = 0;
+    for (size_t ii = 0; ii < 2; ii++) {
+        if (!have_isa(isas[ii])) continue;
+        fx_attn_kernels ak;
+        fx_attn_kernels_init(&ak, isas[ii]);
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (uint32_t nh = 1; nh <= 6; nh++)
+                for (size_t b = 0; b < sizeof keys / sizeof *keys; b++) {
+                    const uint32_t hd = hds[a], n = keys[b];
+                    const size_t stride = hd + (b % 2 ? 5 : 0);
+                    const size_t p_ld = n + 3;
+                    float *q = malloc(nh * hd * sizeof *q);
+                    float *kv = malloc(n * stride * sizeof *kv);
+                    float *p = malloc(nh * p_ld * sizeof *p);
+                    float *s1 = malloc(nh * p_ld * sizeof *s1);
+                    float *s2 = malloc(nh * p_ld * sizeof *s2);
+                    float *o1 = malloc(nh * hd * sizeof *o1);
+                    float *o2 = malloc(nh * hd * sizeof *o2);
+                    assert_true(q && kv && p && s1 && s2 && o1 && o2);
+                    fill(q, nh * hd, hd * 7 + nh);
+                    fill(kv, n * stride, hd + n * 131);
+                    fill(p, nh * p_ld, n + nh * 17);
+                    fill(o1, nh * hd, 5 + hd);
+                    memcpy(o2, o1, nh * hd * sizeof *o1);
+                    memset(s1, 0, nh * p_ld * sizeof *s1);
+                    memset(s2, 0, nh * p_ld * sizeof *s2);
+                    const float scale = 0.125f;
+                    ref.scores(s1, p_ld, q, nh, kv, stride, n, hd, scale);
+                    ak.scores(s2, p_ld, q, nh, kv, stride, n, hd, scale);
+                    assert_same_bits(s2, s1, nh * p_ld, "scores", hd, nh, n,
+                                     (int)isas[ii]);
+                    ref.weighted_sum(o1, p, p_ld, nh, kv, stride, n, hd);
+                    ak.weighted_sum(o2, p, p_ld, nh, kv, stride, n, hd);
+                    assert_same_bits(o2, o1, nh * hd, "weighted_sum", hd, nh,
+                                     n, (int)isas[ii]);
+                    checked++;
+                    free(q);
+                    free(kv);
+                    free(p);
+                    free(s1);
+                    free(s2);
+                    free(o1);
+                    free(o2);
+                }
+    }
+    print_message("%zu shapes checked\n", checked);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forms_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
