@@ -136,8 +136,11 @@ static void test_create(void **state) {
     assert_int_equal(fx_kv_blocks_for(fx.kv, 16), 1);
     assert_int_equal(fx_kv_blocks_for(fx.kv, 17), 2);
     assert_null(fx_kv_block_data(fx.kv, 3));
+    /* Run r of every block side by side (model.h): block b's first run
+     * one run after block b-1's, a block's runs n_blocks runs apart. */
     assert_int_equal(fx_kv_block_data(fx.kv, 1) - fx_kv_block_data(fx.kv, 0),
-                     (ptrdiff_t)fx_kv_block_floats(&fx.hp, 16));
+                     (ptrdiff_t)(16 * fx.hp.head_dim));
+    assert_int_equal(fx_kv_run_stride(fx.kv), 3 * 16 * fx.hp.head_dim);
     assert_baseline(fx.kv);
     fx_kv_free(fx.kv);
     fx_kv_free(NULL);
@@ -166,9 +169,17 @@ static void test_data_placement(void **state) {
         const float *d = fx_kv_block_data(kv, 0);
         const uintptr_t align = i == 0 ? 64 : (uintptr_t)2 << 20;
         assert_int_equal((uintptr_t)d % align, 0);
-        const float *last = fx_kv_block_data(kv, sizes[i] - 1);
-        for (size_t f = 0; f < block_bytes / sizeof(float); f++)
-            assert_true(d[f] == 0.0f && last[f] == 0.0f);
+        /* Every run of every block: the whole pool, block 0's first run
+         * on. */
+        const size_t runs = (size_t)hp.n_layer * 2 * hp.n_head_kv;
+        const size_t run_floats = 16 * hp.head_dim;
+        assert_int_equal(fx_kv_run_stride(kv), sizes[i] * run_floats);
+        for (uint32_t b = 0; b < sizes[i]; b++) {
+            const float *blk = fx_kv_block_data(kv, b);
+            for (size_t r = 0; r < runs; r++)
+                for (size_t f = 0; f < run_floats; f++)
+                    assert_true(blk[r * fx_kv_run_stride(kv) + f] == 0.0f);
+        }
         fx_kv_free(kv);
     }
     void *raw = &alloc;

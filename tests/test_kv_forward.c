@@ -280,7 +280,8 @@ static const float *documented_slot(const fx_kv_view *v, const fx_hparams *hp,
                                     uint32_t pos) {
     const uint32_t bt = v->block_tokens;
     const size_t run = ((size_t)l * 2 + kv) * hp->n_head_kv + h;
-    return v->blocks[pos / bt] + (run * bt + pos % bt) * hp->head_dim;
+    return v->blocks[pos / bt] + run * v->run_stride +
+           (size_t)(pos % bt) * hp->head_dim;
 }
 
 /* Prefills prompt into a new lease of the given layout and leaves it

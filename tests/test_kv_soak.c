@@ -63,14 +63,18 @@ static float sig(const int32_t *tokens, uint32_t p) {
     return (float)((h ^ (h >> 29)) & 0xFFFFFF);
 }
 
-/* The two floats a position's signature lives in: layer 0's K and the
- * last layer's V, per model.h's block layout. */
+/* The two floats a position's signature lives in, per model.h's block
+ * layout: layer 0's K of the first KV head (its first float) and the
+ * last layer's V of the last KV head (its last float). */
 static float *slot(const soak *s, const fx_kv_view *v, uint32_t p, int which) {
-    uint32_t kvd = s->hp.n_head_kv * s->hp.head_dim;
-    uint32_t layer = which ? s->hp.n_layer - 1 : 0;
-    size_t off = ((size_t)(layer * 2 + (uint32_t)which) * v->block_tokens +
-                  p % v->block_tokens) * kvd;
-    return v->blocks[p / v->block_tokens] + off + (which ? kvd - 1 : 0);
+    const uint32_t layer = which ? s->hp.n_layer - 1 : 0;
+    const uint32_t head = which ? s->hp.n_head_kv - 1 : 0;
+    const size_t run =
+        ((size_t)layer * 2 + (uint32_t)which) * s->hp.n_head_kv + head;
+    const size_t at = run * v->run_stride +
+                      (size_t)(p % v->block_tokens) * s->hp.head_dim +
+                      (which ? s->hp.head_dim - 1 : 0);
+    return v->blocks[p / v->block_tokens] + at;
 }
 
 static void verify(soak *s, const char *after) {

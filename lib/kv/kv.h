@@ -89,9 +89,12 @@ uint32_t fx_kv_total_blocks(const fx_kv *kv);
 
 /* Blocks that hold n_positions positions: ceil(n_positions / block_tokens). */
 uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions);
-/* The data of block id b: float [n_layer][2][n_head_kv][block_tokens]
- * [head_dim] (lib/model/model.h); NULL for an id out of range. */
+/* The data of block id b: its first run (lib/model/model.h), the others
+ * fx_kv_run_stride floats apart; NULL for an id out of range. */
 float *fx_kv_block_data(const fx_kv *kv, uint32_t b);
+/* Floats from a block's run to its next: every block's run r side by
+ * side, n_blocks * block_tokens * head_dim. */
+size_t fx_kv_run_stride(const fx_kv *kv);
 /* Leases holding b, plus one if the tree owns it; 0 means free. */
 uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b);
 

@@ -18,7 +18,8 @@ struct fx_kv {
     uint32_t n_blocks;       /* total */
     uint32_t block_tokens;
     size_t block_floats;
-    float *data;             /* [n_blocks][block_floats], in data_raw */
+    float *data;             /* [runs][n_blocks][block_tokens][head_dim]
+                                (model.h), in data_raw */
     void *data_raw;          /* what fx_malloc_huge allocated */
     uint32_t *row_refs;      /* [n_blocks] leases holding the block */
     uint32_t *free_stack;    /* [n_blocks]; [0, n_free) are free ids */

@@ -32,9 +32,9 @@ fx_status fx_kv_lease_init(fx_kv *kv, fx_kv_lease *lease, fx_kv_layout layout,
         }
         lease->max_blocks = mb;
     } else {
-        /* The same layout as a pool block, max_positions long: the forward
-         * pass cannot tell the two apart, which is what lets one set of
-         * forward tests cover both. */
+        /* A block max_positions long, its runs side by side: the forward
+         * pass cannot tell it from a pool's blocks, which is what lets one
+         * set of forward tests cover both. */
         uint64_t bytes;
         if (!fx_mul_u64(kv->block_floats / kv->block_tokens, max_positions,
                         &bytes) ||
@@ -206,16 +206,18 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
 }
 
 fx_kv_view fx_kv_lease_view(const fx_kv_lease *lease) {
-    fx_kv_view v = {NULL, 0, 1};
+    fx_kv_view v = {NULL, 0, 1, 0};
     if (!lease || !lease->kv || lease->state != FX_KV_LEASE_ACTIVE) return v;
     if (lease->layout == FX_KV_CONTIGUOUS) {
         v.blocks = lease->ptrs;
         v.n_blocks = 1;
         v.block_tokens = lease->max_positions;
+        v.run_stride = (size_t)lease->max_positions * lease->kv->hp.head_dim;
     } else {
         v.blocks = lease->ptrs;
         v.n_blocks = lease->n_blocks;
         v.block_tokens = lease->kv->block_tokens;
+        v.run_stride = fx_kv_run_stride(lease->kv);
     }
     return v;
 }

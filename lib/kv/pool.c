@@ -142,9 +142,19 @@ uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions) {
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/* Floats of one run (model.h): a block's share of one layer's K or V of
+ * one KV head. */
+static size_t run_floats(const fx_kv *kv) {
+    return (size_t)kv->block_tokens * kv->hp.head_dim;
+}
+
 float *fx_kv_block_data(const fx_kv *kv, uint32_t b) {
     if (b >= kv->n_blocks) return NULL;
-    return kv->data + (size_t)b * kv->block_floats;
+    return kv->data + (size_t)b * run_floats(kv);
+}
+
+size_t fx_kv_run_stride(const fx_kv *kv) {
+    return (size_t)kv->n_blocks * run_floats(kv);
 }
 
 uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b) {

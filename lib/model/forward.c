@@ -112,7 +112,7 @@ static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
     float *block = view->blocks[pos / bt];
     const size_t run = ((size_t)layer * 2 + (uint32_t)is_value) *
                            f->hp->n_head_kv + head;
-    return block + (run * bt + pos % bt) * f->hp->head_dim;
+    return block + run * view->run_stride + (size_t)(pos % bt) * f->hp->head_dim;
 }
 
 /* ---- attention ---- */

@@ -91,15 +91,18 @@ void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
 /* ---- KV storage, as the forward pass sees it ----
  *
  * A sequence's keys and values live in blocks of block_tokens positions.
- * One block holds every layer:
- *   float [n_layer][2][n_head_kv][block_tokens][head_dim]
- * (K then V per layer, then per KV head). Position p of a sequence is slot
+ * A block holds every layer as n_layer * 2 * n_head_kv runs (K then V per
+ * layer, then per KV head), each float [block_tokens][head_dim], run r at
+ * blocks[b] + r * run_stride. Position p of a sequence is slot
  * p % block_tokens of blocks[p / block_tokens]. A head's positions of a
  * block lie side by side, so attention, which reads one head over every
  * position, reads runs of block_tokens * head_dim floats: with the heads
- * of a position side by side instead it read head_dim floats out of every
- * kv_dim, and one-row decode at 1000 positions ran at 0.85-0.9x (the
- * 246M model: 4 KB runs against 256-byte pieces 1 KB apart). A contiguous cache is a single block as
+ * of a position side by side it read head_dim floats out of every kv_dim,
+ * 256-byte pieces 1 KB apart on the 246M model. And the pool puts run r
+ * of every block side by side (run_stride = n_blocks * block_tokens *
+ * head_dim), so a sequence on consecutive blocks -- what a pool hands out
+ * before churn -- has each head's keys in one run, the hardware
+ * prefetchers' best case. A contiguous cache is a single block as
  * long as the context; the paged cache hands out a block table. The forward
  * pass writes the K and V of each token it runs at that token's position
  * and reads positions 0..pos; it keeps no cursor of its own -- the owner of
@@ -108,6 +111,7 @@ typedef struct fx_kv_view {
     float *const *blocks;   /* [n_blocks] */
     uint32_t n_blocks;
     uint32_t block_tokens;
+    size_t run_stride;      /* floats from a block's run to its next */
 } fx_kv_view;
 
 /* Floats one block of block_tokens positions takes. */
