@@ -260,12 +260,12 @@ static void check_invariance(fx_wtype t, shape sh) {
 static void test_invariance_float_types(void **state) {
     (void)state;
     /* K: tails of every length, exact groups, several KC=256 slabs with a
-     * tail in the last; N: partial 3-column tiles, several 48-column
-     * tasks. */
+     * tail in the last, and two of AVX-512's KC=1024 slabs (1100); N:
+     * partial 3-column tiles, several 48-column tasks. */
     const shape shapes[] = {
         {37, 7, 1},   {37, 5, 5},    {37, 4, 8},   {37, 9, 13},
         {37, 50, 31}, {37, 3, 64},   {37, 97, 100}, {70, 100, 555},
-        {70, 49, 256}, {70, 2, 263},  {150, 101, 300},
+        {70, 49, 256}, {70, 2, 263},  {150, 101, 300}, {40, 21, 1100},
     };
     const fx_wtype types[] = {FX_WTYPE_F32, FX_WTYPE_F16, FX_WTYPE_BF16};
     for (size_t t = 0; t < 3; t++)

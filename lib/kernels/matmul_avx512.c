@@ -462,7 +462,7 @@ static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
         const size_t esize = src == SRC_F32 ? 4 : 2;
         for (size_t p = 0; p < (nn + 1) / 2; p++) {
             const size_t a = n + 2 * p, b = 2 * p + 1 < nn ? a + 1 : a;
-            float *dst = panel + p * 2 * FX_MM_KC;
+            float *dst = panel + p * 2 * FX_MM_KC512;
             /* Row a's chunk c0, and the bytes to the same row's next
              * chunk: its tile's rows * 8 elements. */
             const uint8_t *ra =
@@ -480,7 +480,7 @@ static FX_AVX512 void pack_panel(const fx_mm_job *job, size_t n, size_t nn,
     for (size_t p = 0; p < (nn + 1) / 2; p++) {
         const uint8_t *r0 = job->w + (n + 2 * p) * job->row_bytes;
         const uint8_t *r1 = 2 * p + 1 < nn ? r0 + job->row_bytes : r0;
-        float *dst = panel + p * 2 * FX_MM_KC;
+        float *dst = panel + p * 2 * FX_MM_KC512;
         size_t k = 0;
         for (; k + 8 <= kn; k += 8)
             _mm512_store_ps(dst + 2 * k, load_pair8(src, r0, r1, k0 + k));
@@ -496,7 +496,7 @@ static FX_AVX512 void pack_x(const fx_mm_job *job, size_t m, size_t mc,
                              size_t k0, size_t kn, float *blk) {
     const size_t kp = (kn + 7) & ~(size_t)7;
     for (size_t i = 0; i < mc; i++) {
-        float *dst = blk + i * FX_MM_KC;
+        float *dst = blk + i * FX_MM_KC512;
         memcpy(dst, job->x + (m + i) * job->ldx + k0, kn * sizeof(float));
         for (size_t k = kn; k < kp; k++) dst[k] = 0.0f;
     }
@@ -550,8 +550,8 @@ static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
 static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                                   float *scratch) {
     float *panel = scratch;                          /* [NC/2][2 KC] */
-    float *xblk = panel + FX_MM_NC_EVEN * FX_MM_KC;  /* [MC][KC] */
-    float *part = xblk + FX_MM_MC * FX_MM_KC;        /* [MC][NC][8] */
+    float *xblk = panel + FX_MM_NC_EVEN * FX_MM_KC512;  /* [MC][KC] */
+    float *part = xblk + FX_MM_MC * FX_MM_KC512;        /* [MC][NC][8] */
     const size_t part_ld = FX_MM_NC * 8;
 
     for (size_t nb = n0; nb < n1; nb += FX_MM_NC) {
@@ -559,8 +559,8 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
         const size_t pairs = (nc + 1) / 2;
         for (size_t mb = 0; mb < job->m; mb += FX_MM_MC) {
             const size_t mc = min_sz(FX_MM_MC, job->m - mb);
-            for (size_t k0 = 0; k0 < job->k; k0 += FX_MM_KC) {
-                const size_t kn = min_sz(FX_MM_KC, job->k - k0);
+            for (size_t k0 = 0; k0 < job->k; k0 += FX_MM_KC512) {
+                const size_t kn = min_sz(FX_MM_KC512, job->k - k0);
                 const size_t kp = (kn + 7) & ~(size_t)7;
                 const bool first = k0 == 0, last = k0 + kn == job->k;
                 pack_panel(job, nb, nc, k0, kn, panel);
@@ -569,11 +569,11 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                 if (!last) {
                     nmc = mc;
                     nk0 = k0 + kn;
-                    nkn = min_sz(FX_MM_KC, job->k - nk0);
+                    nkn = min_sz(FX_MM_KC512, job->k - nk0);
                 } else if (mb + mc < job->m) {
                     nmb = mb + mc;
                     nmc = min_sz(FX_MM_MC, job->m - nmb);
-                    nkn = min_sz(FX_MM_KC, job->k);
+                    nkn = min_sz(FX_MM_KC512, job->k);
                 }
                 const size_t n_mtiles = (mc + FX_MR_MAX - 1) / FX_MR_MAX;
                 /* The x tile (8 x KC) stays in L1 while the panel streams
@@ -585,7 +585,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                     const float *xr[FX_MR_MAX];
                     float *yr[FX_MR_MAX];
                     for (size_t i = 0; i < mr; i++) {
-                        xr[i] = xblk + (m + i) * FX_MM_KC;
+                        xr[i] = xblk + (m + i) * FX_MM_KC512;
                         yr[i] = job->y + (mb + m + i) * job->ldy + nb;
                     }
                     const tile_fn *row = packed[mr - 1];
@@ -595,7 +595,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                         const uint8_t *wr[3];
                         for (size_t j = 0; j < np; j++)
                             wr[j] = (const uint8_t *)(panel +
-                                                      (p + j) * 2 * FX_MM_KC);
+                                                      (p + j) * 2 * FX_MM_KC512);
                         float *yn[FX_MR_MAX];
                         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + 2 * p;
                         row[np - 1](xr, wr, kp, 0, part + m * part_ld + 2 * p * 8,
