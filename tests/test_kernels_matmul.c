@@ -111,19 +111,26 @@ static float *make_x(size_t m, size_t k, size_t ldx, uint64_t seed) {
     return x;
 }
 
-static fx_kernels *make_ctx(fx_isa isa, unsigned threads) {
+/* q8_pf_min_m: fx_kernels_params.q8_prefetch_min_m (0: the CPU's). */
+static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
+                               size_t q8_pf_min_m) {
     fx_alloc alloc;
     assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
     fx_kernels_params p;
     fx_kernels_params_init(&p);
     p.isa = isa;
     p.n_threads = threads;
+    p.q8_prefetch_min_m = q8_pf_min_m;
     fx_kernels *kc = NULL;
     fx_error err;
     fx_status st = fx_kernels_create(&alloc, &p, &kc, &err);
     if (st == FX_ERR_UNSUPPORTED) return NULL;
     assert_int_equal(st, FX_OK);
     return kc;
+}
+
+static fx_kernels *make_ctx(fx_isa isa, unsigned threads) {
+    return make_ctx_pf(isa, threads, 0);
 }
 
 static int have_isa(fx_isa isa) {
@@ -219,15 +226,23 @@ static void check_invariance(fx_wtype t, shape sh) {
         free(y);
     }
 
+    /* AVX-512 Q8_0 R16 also with its software prefetch from the first x
+     * row and never (SIZE_MAX), whatever this CPU's default: every CPU
+     * must compute the bits of every other. */
     struct {
         fx_isa isa;
         unsigned threads;
-    } cfgs[] = {{FX_ISA_PORTABLE, 2}, {FX_ISA_AVX2, 1},   {FX_ISA_AVX2, 2},
-                {FX_ISA_AVX512, 1},   {FX_ISA_AVX512, 2}};
+        size_t q8_pf_min_m;
+    } cfgs[] = {{FX_ISA_PORTABLE, 2, 0}, {FX_ISA_AVX2, 1, 0},
+                {FX_ISA_AVX2, 2, 0},     {FX_ISA_AVX512, 1, 0},
+                {FX_ISA_AVX512, 2, 0},   {FX_ISA_AVX512, 2, 1},
+                {FX_ISA_AVX512, 1, SIZE_MAX}};
     const size_t batches[] = {1,  2,  3,  4,  5,  6,  7,
                               8,  9,  16, 32, 33, 70, 150};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
-        fx_kernels *kc = make_ctx(cfgs[c].isa, cfgs[c].threads);
+        if (cfgs[c].q8_pf_min_m && !r16) continue;
+        fx_kernels *kc =
+            make_ctx_pf(cfgs[c].isa, cfgs[c].threads, cfgs[c].q8_pf_min_m);
         if (!kc) continue; /* ISA absent here: nothing to compare */
         for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
             size_t bm = batches[b];
@@ -238,9 +253,10 @@ static void check_invariance(fx_wtype t, shape sh) {
             for (int si = 0; si < 2; si++) {
                 float *y = run_mm(kc, x, ldx, starts[si], bm, w, t, sh.n, sh.k);
                 char what[128];
-                snprintf(what, sizeof what, "%s isa=%d threads=%u M=%zu K=%zu",
+                snprintf(what, sizeof what,
+                         "%s isa=%d threads=%u pf=%zu M=%zu K=%zu",
                          fx_wtype_name(t), (int)cfgs[c].isa, cfgs[c].threads,
-                         bm, sh.k);
+                         cfgs[c].q8_pf_min_m, bm, sh.k);
                 for (size_t i = 0; i < bm; i++)
                     assert_rows_identical(y + i * sh.n,
                                           want + (starts[si] + i) * sh.n,

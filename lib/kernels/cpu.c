@@ -43,5 +43,15 @@ static cpu_features detect(void) {
 }
 
 bool fx_cpu_has_avx2(void) { return detect().avx2 != 0; }
+
+unsigned fx_cpu_amd_family(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    /* "AuthenticAMD" in ebx, edx, ecx */
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+    return base == 0xf ? base + ext : base;
+}
 bool fx_cpu_has_avx512(void) { return detect().avx512 != 0; }
 bool fx_cpu_has_avx512_vnni(void) { return detect().avx512_vnni != 0; }

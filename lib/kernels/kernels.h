@@ -289,6 +289,11 @@ typedef struct fx_kernels_params {
                             (default 64: below it our kernel was faster
                             in bench_kernels) */
     fx_fast_blas fast_blas; /* default FX_FAST_BLAS_AUTO */
+    size_t q8_prefetch_min_m; /* Q8_0 R16 tiles (AVX-512) are prefetched
+                                 in software from this many x rows on; 0
+                                 (the default): what measured best on
+                                 this CPU (matmul_q8_avx512.c). Any value
+                                 gives the same bits. */
 } fx_kernels_params;
 
 void fx_kernels_params_init(fx_kernels_params *p);

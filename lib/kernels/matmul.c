@@ -33,6 +33,7 @@ struct fx_kernels {
     fx_xq_fn quantize;     /* Q8_0 activations */
     fx_pool *pool;
     size_t fast_min_m;
+    size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
     fx_fast_blas fast_mode;
     /* OpenBLAS for FX_MATMUL_FAST, loaded at the first fast call that it
      * could take (blas_ready): */
@@ -296,6 +297,8 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->alloc = *alloc;
     kc->isa = isa;
     kc->fast_min_m = p.fast_min_m;
+    kc->q8_pf_min_m = p.q8_prefetch_min_m ? p.q8_prefetch_min_m
+                                          : fx_q8_r16_prefetch_min_m();
     kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
@@ -550,6 +553,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .w = o->w, .type = o->wtype,
             .row_bytes = fx_wtype_row_bytes(o->wtype, k), .n = o->n, .k = k,
             .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
+            .q8_pf_min_m = kc->q8_pf_min_m,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
         run.cols[j] = out_task_cols(o, threads);

@@ -20,6 +20,9 @@ typedef struct fx_mm_job {
      * xq_ld bytes; NULL for the other types. */
     const uint8_t *xq;
     size_t xq_ld;
+    /* Q8_0 R16 on AVX-512: from this many x rows on the tiles are
+     * prefetched in software (fx_kernels_params.q8_prefetch_min_m). */
+    size_t q8_pf_min_m;
 } fx_mm_job;
 
 /* Blocking of the large-M path. Tasks split N in FX_MM_NTASK columns; a
@@ -114,7 +117,15 @@ void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
  * compiled in. */
 fx_mm_range_fn fx_mm_q8_avx2_range(void);
 fx_mm_range_fn fx_mm_q8_avx512_range(void);
+/* The default of fx_kernels_params.q8_prefetch_min_m for this CPU
+ * (matmul_q8_avx512.c says why). */
+size_t fx_q8_r16_prefetch_min_m(void);
 /* fx_cpu_has_avx512() plus AVX512_VNNI. */
 bool fx_cpu_has_avx512_vnni(void);
+
+/* The CPU's family (CPUID leaf 1, base plus extended) if it is AMD's,
+ * else 0: 0x19 Zen 3 and 4, 0x1a Zen 5. For tuning only, never for what
+ * a path may execute (that is the feature bits above). */
+unsigned fx_cpu_amd_family(void);
 
 #endif /* FX_KERNELS_MATMUL_IMPL_H */

@@ -45,27 +45,43 @@
 #define FX_MR_MAX 8
 
 /* Software prefetch distance in a tile's stream, bytes, and from how many
- * x rows on it is used. A tile is one sequential stream, which the
- * hardware prefetcher follows best left alone while the kernel has
- * little work per byte: without the software prefetch one 226 MB matrix
- * streams at 1.01-1.04 of a read pass of the same bytes at 45-65 GB/s
- * (0.85-0.97 with it), and the 246M model's one-row forward pass ran
- * 1.03-1.12x faster (2 rows 1.02x, 4 rows 1.01-1.04x; variants alternated
- * step by step in one process, interleaved with read passes). Prefetches
- * of every 4 KB page's first lines only were worse than either (0.65-0.77x:
- * they hide the misses the hardware prefetcher trains on). With more rows
- * per pass the work per byte leaves the stream behind without help: at
- * 6 rows 0.95x without, at 8 0.89-0.92x, at 16 0.95x. The prefetch goes
- * into L2 only (prefetcht1): into L1 it evicted the x rows' quants and
- * the tile's own lines before the later passes of 8 rows read them.
- * Measured on a 5632 x 1024 matrix, 2 threads, 400 MB of copies, L2
- * against L1: 1.70x at 8 rows, 1.28-1.30x at 16, 1.17x at 32; 2 KB ahead
- * 0.83-0.92x of 4 KB, 8-32 KB no better; into L2 from 1 row on lost at 4
- * rows (0.86x). */
+ * x rows on it is used (job->q8_pf_min_m, fx_q8_r16_prefetch_min_m by
+ * default). The prefetch goes into L2 only (prefetcht1): into L1 it
+ * evicted the x rows' quants and the tile's own lines before the later
+ * passes of 8 rows read them. Measured on a 5632 x 1024 matrix, 2 threads,
+ * 400 MB of copies, L2 against L1: 1.70x at 8 rows, 1.28-1.30x at 16,
+ * 1.17x at 32; 2 KB ahead 0.83-0.92x of 4 KB, 8-32 KB no better. */
 #ifndef FX_Q8_PF
 #define FX_Q8_PF 4096
 #endif
-#define FX_Q8_PF_MIN_M 5
+
+/* A tile is one sequential stream. Where the hardware prefetcher follows
+ * it best left alone while the kernel has little work per byte, few x
+ * rows go without the software prefetch: measured on a machine with
+ * AVX-512 whose OpenBLAS picked its Cooperlake kernels (Zen 4 class),
+ * one 226 MB matrix streamed at 1.01-1.04 of a read pass of the same
+ * bytes at 45-65 GB/s without (0.85-0.97 with it), and the 246M model's
+ * one-row forward pass ran 1.03-1.12x faster (2 rows 1.02x, 4 rows
+ * 1.01-1.04x; variants alternated step by step in one process,
+ * interleaved with read passes); into L2 from 1 row on lost at 4 rows
+ * (0.86x). With more rows per pass the work per byte leaves the stream
+ * behind without help: at 6 rows 0.95x without, at 8 0.89-0.92x, at 16
+ * 0.95x. So from 5 rows on.
+ * Zen 5 (AMD family 1Ah) is the other way round: its hardware prefetcher
+ * alone left one-row and two-row steps well short of the bandwidth. The
+ * 246M Q8_0 model's forward pass with the prefetch from 1 row on, against
+ * from 5, one model copy, the two alternated step by step (16 rounds,
+ * 60-72 GB/s): 1 row 1.07x, 2 rows 1.57x (0.49 -> 0.75 of the read pass),
+ * 3 rows 1.20x, 4 rows 1.09x; with two model copies, each variant run on
+ * each copy, 1.05x / 1.51x / - / 1.06x. Prefetching into L1 2 KB ahead
+ * instead was no better there (1.04x / 1.43x / - / 1.07x against none).
+ * While another tenant held the machine's bandwidth at 24-33 GB/s, the
+ * same comparison gave 1 row 0.95-0.97x, 2 rows 1.03-1.06x, 4 rows 1.03x:
+ * there the one-row step already ran at 0.92-0.99 of the read pass, and
+ * the prefetch buys most where the step falls short of it. */
+size_t fx_q8_r16_prefetch_min_m(void) {
+    return fx_cpu_amd_family() >= 0x1a ? 1 : 5;
+}
 
 /* x rows at a time over every tile of a range, so that their quants stay
  * in L2 (64 rows of K = 2816: 220 KB) while the tiles stream past; more
@@ -221,7 +237,7 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
                     yr[r] = job->y + (m + r) * job->ldy + t0;
                 }
                 fns[mr - 1](xr, nb, tile, rows,
-                            m == m0 && job->m >= FX_Q8_PF_MIN_M, store_mask,
+                            m == m0 && job->m >= job->q8_pf_min_m, store_mask,
                             yr);
             }
         }
@@ -524,6 +540,7 @@ fx_mm_range_fn fx_mm_q8_avx512_range(void) { return range_vnni; }
 #else /* not x86-64 GCC/Clang */
 
 bool fx_cpu_has_avx512_vnni(void) { return false; }
+size_t fx_q8_r16_prefetch_min_m(void) { return 5; }
 fx_mm_range_fn fx_mm_q8_avx512_range(void) { return NULL; }
 
 #endif
