@@ -324,9 +324,13 @@ static void test_invariance_q8_0_r16(void **state) {
  * tiles row by row); M from 1 to 150 (one-tile, small-M, large-M). */
 static void test_invariance_float_r12(void **state) {
     (void)state;
+    /* The last three: one-row tasks of two chunks (matmul.c, job_tasks)
+     * with several whole tiles in both, the second chunk one whole tile
+     * (300), a short last tile (298), an odd count of chunks (502). */
     const shape shapes[] = {{37, 2, 8},    {37, 10, 16},  {37, 12, 64},
                             {70, 14, 264}, {37, 24, 1024}, {150, 26, 40},
-                            {40, 100, 2816}, {9, 12, 8}};
+                            {40, 100, 2816}, {9, 12, 8},   {9, 300, 64},
+                            {9, 298, 64},  {9, 502, 40}};
     const fx_wtype types[] = {FX_WTYPE_F32_R12, FX_WTYPE_F16_R12,
                               FX_WTYPE_BF16_R12};
     for (size_t t = 0; t < 3; t++) {

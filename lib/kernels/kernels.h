@@ -363,8 +363,8 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
  * matmuls of a decode step the threads wait for each other and for the
  * serial work (norms, RoPE, attention, sampling); this keeps the memory
  * busy meanwhile. Ignored with one thread; nothing is read. */
-void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
-                        size_t n_outs);
+void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
+                        const fx_mm_out *outs, size_t n_outs);
 
 /* ---- number formats ---- */
 

@@ -30,6 +30,7 @@ struct fx_kernels {
     fx_isa isa;
     /* By type_index(): chosen once at create, no global state. */
     fx_mm_range_fn range[4];
+    fx_mm_dual_fn dual;    /* one-row R12 jobs two streams per task, or NULL */
     fx_xq_fn quantize;     /* Q8_0 activations */
     fx_pool *pool;
     size_t fast_min_m;
@@ -309,6 +310,7 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     switch (isa) {
     case FX_ISA_AVX512:
         for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_avx512_range();
+        kc->dual = fx_mm_avx512_dual();
         /* Without VNNI the AVX2 maddubs form is the integer path. */
         kc->range[3] = vnni ? fx_mm_q8_avx512_range() : fx_mm_q8_avx2_range();
         kc->quantize = fx_xq_avx2();
@@ -409,24 +411,33 @@ bool fx_kernels_fast_uses_blas(fx_kernels *kc) {
 typedef struct mm_run {
     fx_mm_job jobs[FX_MM_MAX_OUTS];
     fx_mm_range_fn range[FX_MM_MAX_OUTS];
-    size_t cols[FX_MM_MAX_OUTS];       /* per task */
+    size_t cols[FX_MM_MAX_OUTS];       /* per chunk (a task's columns) */
+    /* 0, or a job whose task t does chunks t and t + dual_half (job_tasks) */
+    size_t dual_half[FX_MM_MAX_OUTS];
     size_t first_task[FX_MM_MAX_OUTS + 1];
     size_t n_jobs;
+    fx_mm_dual_fn dual;
     float *scratch;
 } mm_run;
 
-/* A task is a fixed slice of one output's columns; which thread runs it
- * cannot change what it computes. */
+/* A task is a fixed slice of one output's columns (two, for a dual job);
+ * which thread runs it cannot change what it computes. */
 static void mm_task(void *ctx, size_t task, unsigned thread) {
     const mm_run *r = ctx;
     size_t j = 0;
     while (task >= r->first_task[j + 1]) j++;
     const fx_mm_job *job = &r->jobs[j];
-    size_t n0 = (task - r->first_task[j]) * r->cols[j];
-    size_t n1 = n0 + r->cols[j];
-    if (n1 > job->n) n1 = job->n;
-    r->range[j](job, n0, n1,
-                r->scratch + (size_t)thread * FX_MM_SCRATCH_FLOATS);
+    float *scratch = r->scratch + (size_t)thread * FX_MM_SCRATCH_FLOATS;
+    const size_t cols = r->cols[j];
+    const size_t n0 = (task - r->first_task[j]) * cols;
+    const size_t n1 = n0 + cols < job->n ? n0 + cols : job->n;
+    const size_t m0 = n0 + r->dual_half[j] * cols;
+    if (r->dual_half[j] && m0 < job->n) {
+        r->dual(job, n0, n1, m0, m0 + cols < job->n ? m0 + cols : job->n,
+                scratch);
+        return;
+    }
+    r->range[j](job, n0, n1, scratch);
 }
 
 /* Columns per task: FX_MM_NTASK, unless that leaves a thread idle for
@@ -453,6 +464,22 @@ static size_t out_task_cols(const fx_mm_out *o, unsigned threads) {
     return cols;
 }
 
+/* Tasks of one output of m x rows, cols columns a chunk. One x row on an
+ * R12 matrix, where the kernels have the two-stream form (kc->dual):
+ * task t does chunks t and t + H, H = half the chunks rounded up, so
+ * each thread reads its share of the matrix as two streams half the
+ * matrix apart (matmul_avx512.c, dual12); *dual_half = H, else 0. */
+static size_t job_tasks(const fx_kernels *kc, size_t m, const fx_mm_out *o,
+                        size_t cols, size_t *dual_half) {
+    const size_t chunks = (o->n + cols - 1) / cols;
+    *dual_half = 0;
+    if (m == 1 && kc->dual && fx_wtype_is_r12(o->wtype) && chunks >= 2) {
+        *dual_half = (chunks + 1) / 2;
+        return *dual_half;
+    }
+    return chunks;
+}
+
 static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
 
 /* How much of its share of the next run each thread prefetches while
@@ -460,8 +487,8 @@ static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
  * the x86 cores of the last decade) next to what the current run reads. */
 #define FX_MM_PREFETCH_BYTES ((size_t)192 << 10)
 
-void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
-                        size_t n_outs) {
+void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
+                        const fx_mm_out *outs, size_t n_outs) {
     if (!kc || !outs || n_outs > FX_MM_MAX_OUTS || k == 0) return;
     const unsigned threads = fx_pool_threads(kc->pool);
     if (threads <= 1) return;
@@ -471,7 +498,10 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t k, const fx_mm_out *outs,
                              ? outs[j].n
                              : 0;
         cols[j] = n ? out_task_cols(&outs[j], threads) : 1;
-        first_task[j + 1] = first_task[j] + (n + cols[j] - 1) / cols[j];
+        size_t half;
+        first_task[j + 1] =
+            first_task[j] +
+            (n ? job_tasks(kc, m, &outs[j], cols[j], &half) : 0);
     }
     for (unsigned t = 0; t < threads; t++) {
         size_t lo, hi, j = 0;
@@ -532,6 +562,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
     mm_run run;
     memset(&run, 0, sizeof run);
     run.scratch = kc->scratch;
+    run.dual = kc->dual;
     bool q8 = false;
     for (size_t i = 0; i < n_outs; i++) {
         const fx_mm_out *o = &outs[i];
@@ -558,7 +589,8 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         run.range[j] = kc->range[type_index(o->wtype)];
         run.cols[j] = out_task_cols(o, threads);
         run.first_task[j + 1] =
-            run.first_task[j] + (o->n + run.cols[j] - 1) / run.cols[j];
+            run.first_task[j] +
+            job_tasks(kc, m, o, run.cols[j], &run.dual_half[j]);
         q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R16;
     }
     if (run.n_jobs == 0) return FX_OK;

@@ -446,6 +446,78 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
     }
 }
 
+/* ---- one x row, two R12 tiles at once ----
+ *
+ * One x row against two whole R12 tiles (12 rows each) far apart in the
+ * matrix, a chunk of each per step: two streams per core instead of one.
+ * A core streaming a single tile with the fma chains of kernels.h kept
+ * fewer misses in flight than the memory system could serve: on Zen 5,
+ * the 246M model's F16 runs one after another (2 threads, the tasks of
+ * matmul.c), one stream per task 0.91-1.03 of a read pass cut into the
+ * same runs, two streams 1.05-1.09; over one 512 MB region 0.90-0.92 ->
+ * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04). Each output sees
+ * the fmas and the final tree of tile() in the same order: same bits. */
+FX_ALWAYS_INLINE FX_AVX512 void dual12(const int src, const float *x,
+                                       const uint8_t *ta, const uint8_t *tb,
+                                       size_t k, float *ya, float *yb) {
+    const size_t esize = src == SRC_F32 ? 4 : 2;
+    const size_t wstride = FX_R12_ROWS * 8 * esize, pair = 16 * esize;
+    __m512 a[FX_NP_MAX], b[FX_NP_MAX];
+    FX_UNROLL
+    for (int j = 0; j < FX_NP_MAX; j++) a[j] = b[j] = _mm512_setzero_ps();
+    for (size_t kk = 0, off = 0; kk < k; kk += 8, off += wstride) {
+        const __m512 xv = bcast_x(x + kk);
+        FX_UNROLL
+        for (int j = 0; j < FX_NP_MAX; j++) {
+            const uint8_t *pa = ta + off + j * pair, *pb = tb + off + j * pair;
+            __m512 wa, wb;
+            if (esize == 4) {
+                wa = _mm512_loadu_ps((const float *)(const void *)pa);
+                wb = _mm512_loadu_ps((const float *)(const void *)pb);
+            } else {
+                wa = widen_halves(src, _mm256_loadu_si256((const __m256i *)(const void *)pa));
+                wb = widen_halves(src, _mm256_loadu_si256((const __m256i *)(const void *)pb));
+            }
+            a[j] = _mm512_fmadd_ps(xv, wa, a[j]);
+            b[j] = _mm512_fmadd_ps(xv, wb, b[j]);
+        }
+    }
+    FX_UNROLL
+    for (int j = 0; j < FX_NP_MAX; j++) {
+        reduce_pair(a[j], &ya[2 * j], &ya[2 * j + 1]);
+        reduce_pair(b[j], &yb[2 * j], &yb[2 * j + 1]);
+    }
+}
+
+typedef void (*dual_fn)(const float *x, const uint8_t *ta, const uint8_t *tb,
+                        size_t k, float *ya, float *yb);
+#define FX_DUAL_FN(S, NAME)                                                  \
+    static FX_AVX512 void dual_##NAME(const float *x, const uint8_t *ta,     \
+                                      const uint8_t *tb, size_t k,           \
+                                      float *ya, float *yb) {                \
+        dual12(S, x, ta, tb, k, ya, yb);                                     \
+    }
+FX_DUAL_FN(SRC_F32, f32) FX_DUAL_FN(SRC_F16, f16) FX_DUAL_FN(SRC_BF16, bf16)
+static const dual_fn duals[3] = {dual_f32, dual_f16, dual_bf16};
+
+/* Columns [a0, a1) and [b0, b1) of a one-row R12 job (each a task's
+ * range: starts at a tile): their tiles pairwise while both have a whole
+ * one, the rest one at a time. */
+static FX_AVX512 void range_dual_r12(const fx_mm_job *job, size_t a0,
+                                     size_t a1, size_t b0, size_t b1) {
+    const dual_fn fn = duals[src_of(job->type)];
+    const float *x = job->x;
+    while (a0 + FX_R12_ROWS <= a1 && b0 + FX_R12_ROWS <= b1 &&
+           a0 + FX_R12_ROWS <= job->n && b0 + FX_R12_ROWS <= job->n) {
+        fn(x, job->w + a0 * job->row_bytes, job->w + b0 * job->row_bytes,
+           job->k, job->y + a0, job->y + b0);
+        a0 += FX_R12_ROWS;
+        b0 += FX_R12_ROWS;
+    }
+    if (a0 < a1) range_small_r12(job, a0, a1);
+    if (b0 < b1) range_small_r12(job, b0, b1);
+}
+
 /* ---- large M: cache-blocked, W converted to f32 once per panel ---- */
 
 /* Rows [n, n+nn) elements [k0, k0+kn) of W into the panel, pair by pair:
@@ -628,9 +700,23 @@ static FX_AVX512 void range_avx512(const fx_mm_job *job, size_t n0,
 
 fx_mm_range_fn fx_mm_avx512_range(void) { return range_avx512; }
 
+/* One x row of an R12 job, two ranges in lockstep (range_dual_r12). */
+static FX_AVX512 void dual_avx512(const fx_mm_job *job, size_t a0, size_t a1,
+                                  size_t b0, size_t b1, float *scratch) {
+    if (job->m == 1 && fx_wtype_is_r12(job->type))
+        range_dual_r12(job, a0, a1, b0, b1);
+    else {
+        range_avx512(job, a0, a1, scratch);
+        range_avx512(job, b0, b1, scratch);
+    }
+}
+
+fx_mm_dual_fn fx_mm_avx512_dual(void) { return dual_avx512; }
+
 #else /* not x86-64 GCC/Clang */
 
 bool fx_cpu_has_avx512(void) { return false; }
 fx_mm_range_fn fx_mm_avx512_range(void) { return NULL; }
+fx_mm_dual_fn fx_mm_avx512_dual(void) { return NULL; }
 
 #endif

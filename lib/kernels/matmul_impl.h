@@ -82,6 +82,13 @@ fx_mm_range_fn fx_mm_avx2_range(void);
 bool fx_cpu_has_avx2(void);
 /* NULL where the AVX-512 code is not compiled in. */
 fx_mm_range_fn fx_mm_avx512_range(void);
+/* Two column ranges of one job at once, [a0, a1) and [b0, b1), each
+ * starting at a tile: one x row of an R12 job reads them as two streams
+ * (matmul_avx512.c); anything else is done range after range. */
+typedef void (*fx_mm_dual_fn)(const fx_mm_job *job, size_t a0, size_t a1,
+                              size_t b0, size_t b1, float *scratch);
+/* NULL where the AVX-512 code is not compiled in. */
+fx_mm_dual_fn fx_mm_avx512_dual(void);
 /* The AVX2 set plus AVX-512 F, BW, VL and DQ, with the OS saving the zmm
  * state (run-time probe, no state kept). */
 bool fx_cpu_has_avx512(void);

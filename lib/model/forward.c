@@ -285,7 +285,8 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
 #define PREFETCH(k, ...)                                                     \
     do {                                                                     \
         const fx_mm_out next_[] = {__VA_ARGS__};                             \
-        fx_matmul_prefetch(f->kc, k, next_, sizeof next_ / sizeof *next_);   \
+        fx_matmul_prefetch(f->kc, n, k, next_,                               \
+                           sizeof next_ / sizeof *next_);                    \
     } while (0)
 
     for (uint32_t l = 0; l < hp->n_layer; l++) {
