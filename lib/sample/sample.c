@@ -220,11 +220,10 @@ static unsigned digit(uint64_t w, unsigned shift, int key_pass) {
     return (v >> shift) & 0xffu;
 }
 
-/* One stable pass of a least-significant-digit radix sort of n words. */
+/* One stable pass of a least-significant-digit radix sort of n words,
+ * count[] the pass's digit histogram (turned into offsets here). */
 static void radix_pass(const unsigned char *from, unsigned char *to, size_t n,
-                       unsigned shift, int key_pass) {
-    size_t count[256] = {0};
-    for (size_t i = 0; i < n; i++) count[digit(word_at(from, i), shift, key_pass)]++;
+                       unsigned shift, int key_pass, size_t count[256]) {
     size_t at = 0;
     for (int d = 0; d < 256; d++) {
         const size_t k = count[d];
@@ -235,6 +234,14 @@ static void radix_pass(const unsigned char *from, unsigned char *to, size_t n,
         const uint64_t w = word_at(from, i);
         memcpy(to + 8 * count[digit(w, shift, key_pass)]++, &w, sizeof w);
     }
+}
+
+/* Whether a pass with this histogram would move nothing: every word has
+ * the same digit (the top bytes of logits in a narrow range, say). */
+static int one_digit(const size_t count[256], size_t n) {
+    for (int d = 0; d < 256; d++)
+        if (count[d]) return count[d] == n;
+    return 1;
 }
 
 /* Candidate i from a sort word (p left 0: nothing has set it yet). */
@@ -262,23 +269,50 @@ void fx_sort_by_logit(fx_candidate *c, size_t n) {
                    "two sort words per candidate");
     unsigned char *bytes = (unsigned char *)c;
     uint32_t max_id = 0;
+    int ids_ascending = 1;
+    /* The histograms of the key passes, counted in the one pass that
+     * builds the words (a pass's histogram does not depend on the order
+     * the words are in), even and odd words apart: a digit most words
+     * share (a key's top byte) made one counter's increments a chain
+     * through memory. */
+    size_t count[8][256], odd[4][256];
+    memset(count, 0, sizeof count);
+    memset(odd, 0, sizeof odd);
     for (size_t i = 0; i < n; i++) { /* forward: word i <= candidate i */
         uint32_t bits, id = (uint32_t)c[i].id;
         memcpy(&bits, &c[i].logit, sizeof bits);
         const uint64_t w = (uint64_t)bits << 32 | id;
         memcpy(bytes + 8 * i, &w, sizeof w);
+        if (i > 0 && id <= max_id) ids_ascending = 0;
         if (id > max_id) max_id = id;
+        const uint32_t key = logit_key(bits);
+        size_t(*h)[256] = i & 1 ? odd : count + 4;
+        for (unsigned b = 0; b < 4; b++) h[b][(key >> (8 * b)) & 0xffu]++;
     }
+    for (unsigned b = 0; b < 4; b++)
+        for (int d = 0; d < 256; d++) count[4 + b][d] += odd[b][d];
+    /* The id passes' histograms only when they run (ids out of order). */
+    if (!ids_ascending)
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t id = (uint32_t)word_at(bytes, i);
+            for (unsigned b = 0; b < 4; b++) count[b][(id >> (8 * b)) & 0xffu]++;
+        }
     /* Word buffers: the first half of c's bytes and the second. Passes
-     * over the id bytes that vary, then the key's four. */
+     * over the id bytes that vary -- none when the ids already ascend
+     * (every caller's usual case: the vocabulary in order), since the key
+     * passes are stable -- then over the key's four, each skipped when
+     * all words share its digit. */
     unsigned char *buf[2] = {bytes, bytes + 8 * n};
     int cur = 0;
-    for (unsigned shift = 0; shift < 32 && (max_id >> shift) != 0; shift += 8) {
-        radix_pass(buf[cur], buf[1 - cur], n, shift, 0);
+    for (unsigned b = 0; !ids_ascending && b < 4 && (max_id >> (8 * b)) != 0;
+         b++) {
+        if (one_digit(count[b], n)) continue;
+        radix_pass(buf[cur], buf[1 - cur], n, 8 * b, 0, count[b]);
         cur = 1 - cur;
     }
-    for (unsigned shift = 0; shift < 32; shift += 8) {
-        radix_pass(buf[cur], buf[1 - cur], n, shift, 1);
+    for (unsigned b = 0; b < 4; b++) {
+        if (one_digit(count[4 + b], n)) continue;
+        radix_pass(buf[cur], buf[1 - cur], n, 8 * b, 1, count[4 + b]);
         cur = 1 - cur;
     }
     /* Back to candidates: from the first half backward (candidate i covers
