@@ -1485,8 +1485,10 @@ FX_API fx_status fx_submit(fx_batcher *batcher, const fx_request *request,
  * Returns FX_OK when there was nothing to do as well. Per-row outcomes
  * arrive as events; only batcher-wide failures are returned here.
  *
- * It blocks the calling thread for the forward pass (on n_threads
- * threads); max_step_tokens bounds how long.
+ * It blocks the calling thread for the forward pass and the sampling
+ * (both on n_threads threads: rows without a grammar are sampled on all
+ * of them at once, each row's token the same whichever thread samples
+ * it); max_step_tokens bounds how long.
  *
  * @param batcher The batcher.
  * @return FX_OK; FX_ERR_INVALID_ARG (NULL); FX_ERR_REENTRANT; the status

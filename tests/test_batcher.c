@@ -34,11 +34,15 @@ static fx_model *load_model(void) {
     return m;
 }
 
+/* Pool threads of the batchers make_batcher creates (0: the default). */
+static uint32_t batcher_threads;
+
 static fx_batcher *make_batcher(fx_model *m, uint32_t max_rows,
                                 uint32_t step_tokens, uint64_t kv_blocks,
                                 uint32_t flags) {
     fx_batcher_params p;
     fx_batcher_params_init(&p);
+    if (batcher_threads) p.n_threads = batcher_threads;
     p.max_rows = max_rows;
     p.max_step_tokens = step_tokens;
     p.n_ctx = 128;
@@ -451,9 +455,15 @@ static void test_batch_determinism(void **state) {
         prompt_of(prompts[i], lens[i], (uint64_t)(i % 4)); /* shared prefixes */
         solo(m, prompts[i], lens[i], 8 + (uint32_t)i % 5, i % 2 ? 0.8f : 0, (uint64_t)i, &ref[i]);
     }
+    /* One thread, and two: with two, the rows that sample with a
+     * temperature in the same step are sampled on both threads at once
+     * (step.c, sample_rows), against references sampled on one. */
     uint32_t budgets[2] = {1, 512};
-    for (int bi = 0; bi < 2; bi++) {
+    for (int run = 0; run < 4; run++) {
+        const int bi = run % 2;
+        batcher_threads = run < 2 ? 1 : 2;
         fx_batcher *b = make_batcher(m, 4, budgets[bi], 0, 0);
+        batcher_threads = 0;
         static outcome o[N];
         memset(o, 0, sizeof o);
         uint64_t rng = 99 + (uint64_t)bi;
@@ -487,8 +497,8 @@ static void test_batch_determinism(void **state) {
                 for (size_t k = 0; k < ref[i].n_ids; k++)
                     fprintf(stderr, "%d/%d ", k < o[i].n_ids ? o[i].ids[k] : -1, ref[i].ids[k]);
                 fprintf(stderr, "\ncached %u finish %d status %d\n", o[i].usage.cached_tokens, o[i].finish, o[i].status);
-                fail_msg("budget %u: row %d differs from its solo run",
-                         budgets[bi], i);
+                fail_msg("budget %u, %d threads: row %d differs from its "
+                         "solo run", budgets[bi], run < 2 ? 1 : 2, i);
             }
             assert_int_equal(o[i].text_len, ref[i].text_len);
             assert_memory_equal(o[i].text, ref[i].text, ref[i].text_len);

@@ -11,7 +11,8 @@
  *   or FX_ERR_STALE_HANDLE only; a stale handle never reaches the row that
  *   reuses its slot (rows whose handles the cancellers never see must not
  *   end cancelled); every row the owner keeps gets exactly one DONE; the
- *   accounting is at baseline at the end.
+ *   accounting is at baseline at the end. Half the rows sample with a
+ *   temperature, which two threads share out within a step.
  * - the tokenizer calls, which "may run at the same time on one model from
  *   several threads": four threads tokenize, detokenize and look up
  *   tokens on one model, while the owner thread steps a batcher over the
@@ -130,6 +131,10 @@ static void cancel_hammer(uint32_t n_threads, uint64_t seed) {
             req.prompt_tokens = prompt;
             req.n_prompt_tokens = n;
             req.max_tokens = 1 + (uint32_t)(rng_next(&s) % 10);
+            /* Half the rows sample with a temperature: with two threads
+             * those of a step are sampled on both at once (step.c). */
+            req.temperature = (dice >> 8) % 2 ? 0.8f : 0.0f;
+            req.seed = next;
             req.flags = FX_REQUEST_IGNORE_EOS;
             req.lease = dice % 4 == 0 ? lease : NULL;
             req.user = r;

@@ -67,6 +67,17 @@ typedef struct row {
     double t_submit, t_admit, t_first, t_end; /* the row's own clock */
 } row;
 
+/* One row's sample of a step (step.c): where its logits are, and what
+ * sampling them gave. */
+typedef struct sample_job {
+    uint32_t slot;
+    const float *logits;
+    int32_t token;
+    int eog;
+    fx_status status;
+    fx_error err;
+} sample_job;
+
 typedef enum lease_state {
     LEASE_FREE = 0,
     LEASE_PENDING,  /* its pin row is queued or running */
@@ -172,6 +183,14 @@ struct fx_batcher_impl {
      * scratch at the first request with a grammar, never per step), and
      * the built-in JSON grammar, compiled at its first use and shared. */
     fx_sample_ctx sctx;
+    /* Rows without a grammar are sampled on every pool thread at once
+     * (step.c, sample_rows): thread t > 0 has its own candidates and
+     * sample scratch, thread 0 the two above. */
+    unsigned n_samplers;          /* pool threads, >= 1 */
+    fx_candidate **par_candidates; /* [n_samplers - 1] of [n_vocab] */
+    fx_sample_ctx *par_sctx;       /* [n_samplers - 1] */
+    sample_job *sample_jobs;      /* [max_rows] this step's samples */
+    uint32_t *sample_par;         /* [max_rows] the ones sampled in parallel */
     fx_grammar *json;
     fx_token_logprob *lp_arena; /* alternatives of queued TOKEN events */
     size_t lp_len, lp_cap;

@@ -445,6 +445,37 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
     if ((st = fx_sample_ctx_init(&b->sctx, &alloc, model->vocab, b->n_vocab,
                                  err)) != FX_OK)
         goto fail;
+    b->sample_jobs = fx_malloc_array(&alloc, p.max_rows, sizeof *b->sample_jobs);
+    b->sample_par = fx_malloc_array(&alloc, p.max_rows, sizeof *b->sample_par);
+    if (!b->sample_jobs || !b->sample_par) {
+        st = fx_fail(err, FX_ERR_NOMEM, "out of memory for step scratch");
+        goto fail;
+    }
+    /* Scratch for sampling on the other pool threads: a candidates array
+     * and a sample context each (~0.75 MB at 32000 tokens). */
+    const unsigned pool_threads = fx_pool_threads(fx_kernels_pool(b->kc));
+    if (pool_threads > 1) {
+        const unsigned extra = pool_threads - 1;
+        b->par_candidates = fx_calloc(&alloc, extra, sizeof *b->par_candidates);
+        b->par_sctx = fx_calloc(&alloc, extra, sizeof *b->par_sctx);
+        if (!b->par_candidates || !b->par_sctx) {
+            st = fx_fail(err, FX_ERR_NOMEM, "out of memory for step scratch");
+            goto fail;
+        }
+        for (unsigned t = 0; t < extra; t++) {
+            b->par_candidates[t] =
+                fx_malloc_array(&alloc, b->n_vocab, sizeof **b->par_candidates);
+            if (!b->par_candidates[t]) {
+                st = fx_fail(err, FX_ERR_NOMEM, "out of memory for step scratch");
+                goto fail;
+            }
+            b->n_samplers = t + 2; /* what fx_batcher_impl_free frees */
+            if ((st = fx_sample_ctx_init(&b->par_sctx[t], &alloc, model->vocab,
+                                         b->n_vocab, err)) != FX_OK)
+                goto fail;
+        }
+    }
+    if (b->n_samplers == 0) b->n_samplers = 1;
     b->bos = fx_vocab_special(model->vocab, FX_TOKEN_BOS);
     *out = b;
     return FX_OK;
@@ -479,6 +510,14 @@ void fx_batcher_impl_free(fx_batcher_impl *b) {
     fx_free(&alloc, b->candidates);
     fx_free(&alloc, b->piece);
     fx_sample_ctx_free(&b->sctx, &alloc);
+    for (unsigned t = 0; t + 1 < b->n_samplers; t++) {
+        fx_free(&alloc, b->par_candidates[t]);
+        fx_sample_ctx_free(&b->par_sctx[t], &alloc);
+    }
+    fx_free(&alloc, b->par_candidates);
+    fx_free(&alloc, b->par_sctx);
+    fx_free(&alloc, b->sample_jobs);
+    fx_free(&alloc, b->sample_par);
     fx_grammar_free(b->json);
     fx_kv_free(b->kv);
     fx_forward_free(b->fwd);
