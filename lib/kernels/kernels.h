@@ -169,8 +169,9 @@ static inline void fx_q8_r16_at(size_t n_rows, size_t nb, size_t n, size_t b,
  * so a core waited on memory with half the bandwidth unused (one F16
  * matrix streamed at 0.40-0.63 of a read pass of its bytes, 2 threads).
  * In this layout the same 12 rows are one stream (0.80-0.97 of the read
- * pass, same machine, alternated); a one-row task reads two tiles half
- * the matrix apart at once (matmul_avx512.c, dual12): two streams.
+ * pass, same machine, alternated); a task of one or two x rows reads
+ * two tiles half the matrix apart at once (matmul_avx512.c, dual12): two
+ * streams.
  * F32 stays in rows: on Zen 5 its R12 form with the two streams ran the
  * 246M model's one-row decode 1.22-1.36x faster but 16 and 32 rows
  * 0.70-0.80x (ferrox-bench and in-process harnesses, alternated; from

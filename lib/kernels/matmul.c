@@ -30,7 +30,7 @@ struct fx_kernels {
     fx_isa isa;
     /* By type_index(): chosen once at create, no global state. */
     fx_mm_range_fn range[4];
-    fx_mm_dual_fn dual;    /* one-row R12 jobs two streams per task, or NULL */
+    fx_mm_dual_fn dual;    /* R12 jobs of few rows: two streams a task, or NULL */
     fx_xq_fn quantize;     /* Q8_0 activations */
     fx_pool *pool;
     size_t fast_min_m;
@@ -464,8 +464,9 @@ static size_t out_task_cols(const fx_mm_out *o, unsigned threads) {
     return cols;
 }
 
-/* Tasks of one output of m x rows, cols columns a chunk. One x row on an
- * R12 matrix, where the kernels have the two-stream form (kc->dual):
+/* Tasks of one output of m x rows, cols columns a chunk. Up to
+ * FX_MM_DUAL_M x rows on an R12 matrix, where the kernels have the
+ * two-stream form (kc->dual):
  * task t does chunks t and t + H, H = half the chunks rounded up, so
  * each thread reads its share of the matrix as two streams half the
  * matrix apart (matmul_avx512.c, dual12); *dual_half = H, else 0. */
@@ -473,7 +474,8 @@ static size_t job_tasks(const fx_kernels *kc, size_t m, const fx_mm_out *o,
                         size_t cols, size_t *dual_half) {
     const size_t chunks = (o->n + cols - 1) / cols;
     *dual_half = 0;
-    if (m == 1 && kc->dual && fx_wtype_is_r12(o->wtype) && chunks >= 2) {
+    if (m <= FX_MM_DUAL_M && kc->dual && fx_wtype_is_r12(o->wtype) &&
+        chunks >= 2) {
         *dual_half = (chunks + 1) / 2;
         return *dual_half;
     }

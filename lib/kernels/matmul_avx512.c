@@ -33,6 +33,7 @@
 #define FX_UNROLL _Pragma("GCC unroll 8")
 #define FX_MR_MAX 8 /* x rows per tile: all of a small-M call at once */
 #define FX_NP_MAX 6 /* column pairs per tile */
+#define FX_DUAL_MR FX_MM_DUAL_M /* matmul_impl.h */
 
 /* Rows up to this stream W straight from storage (range_small); more go
  * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
@@ -446,27 +447,36 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
     }
 }
 
-/* ---- one x row, two R12 tiles at once ----
+/* ---- one or two x rows, two R12 tiles at once ----
  *
- * One x row against two whole R12 tiles (12 rows each) far apart in the
- * matrix, a chunk of each per step: two streams per core instead of one.
+ * MR x rows (1 or 2) against two whole R12 tiles (12 rows each) far apart
+ * in the matrix, a chunk of each per step: two streams per core instead
+ * of one.
  * A core streaming a single tile with the fma chains of kernels.h kept
  * fewer misses in flight than the memory system could serve: on Zen 5,
  * the 246M model's F16 runs one after another (2 threads, the tasks of
  * matmul.c), one stream per task 0.91-1.03 of a read pass cut into the
  * same runs, two streams 1.05-1.09; over one 512 MB region 0.90-0.92 ->
- * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04). Each output sees
- * the fmas and the final tree of tile() in the same order: same bits. */
-FX_ALWAYS_INLINE FX_AVX512 void dual12(const int src, const float *x,
+ * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04); the F16 model's
+ * two-row forward pass 1.20-1.22x (0.61 -> 0.71-0.74 of the read pass).
+ * Each output sees the fmas and the final tree of tile() in the same
+ * order: same bits. */
+FX_ALWAYS_INLINE FX_AVX512 void dual12(const int MR, const int src,
+                                       const float *const *xr,
                                        const uint8_t *ta, const uint8_t *tb,
-                                       size_t k, float *ya, float *yb) {
+                                       size_t k, float *const *ya,
+                                       float *const *yb) {
     const size_t esize = src == SRC_F32 ? 4 : 2;
     const size_t wstride = FX_R12_ROWS * 8 * esize, pair = 16 * esize;
-    __m512 a[FX_NP_MAX], b[FX_NP_MAX];
+    __m512 a[FX_DUAL_MR][FX_NP_MAX], b[FX_DUAL_MR][FX_NP_MAX];
     FX_UNROLL
-    for (int j = 0; j < FX_NP_MAX; j++) a[j] = b[j] = _mm512_setzero_ps();
+    for (int i = 0; i < MR; i++)
+        FX_UNROLL
+        for (int j = 0; j < FX_NP_MAX; j++) a[i][j] = b[i][j] = _mm512_setzero_ps();
     for (size_t kk = 0, off = 0; kk < k; kk += 8, off += wstride) {
-        const __m512 xv = bcast_x(x + kk);
+        __m512 xv[FX_DUAL_MR];
+        FX_UNROLL
+        for (int i = 0; i < MR; i++) xv[i] = bcast_x(xr[i] + kk);
         FX_UNROLL
         for (int j = 0; j < FX_NP_MAX; j++) {
             const uint8_t *pa = ta + off + j * pair, *pb = tb + off + j * pair;
@@ -478,39 +488,55 @@ FX_ALWAYS_INLINE FX_AVX512 void dual12(const int src, const float *x,
                 wa = widen_halves(src, _mm256_loadu_si256((const __m256i *)(const void *)pa));
                 wb = widen_halves(src, _mm256_loadu_si256((const __m256i *)(const void *)pb));
             }
-            a[j] = _mm512_fmadd_ps(xv, wa, a[j]);
-            b[j] = _mm512_fmadd_ps(xv, wb, b[j]);
+            FX_UNROLL
+            for (int i = 0; i < MR; i++) {
+                a[i][j] = _mm512_fmadd_ps(xv[i], wa, a[i][j]);
+                b[i][j] = _mm512_fmadd_ps(xv[i], wb, b[i][j]);
+            }
         }
     }
     FX_UNROLL
-    for (int j = 0; j < FX_NP_MAX; j++) {
-        reduce_pair(a[j], &ya[2 * j], &ya[2 * j + 1]);
-        reduce_pair(b[j], &yb[2 * j], &yb[2 * j + 1]);
-    }
+    for (int i = 0; i < MR; i++)
+        FX_UNROLL
+        for (int j = 0; j < FX_NP_MAX; j++) {
+            reduce_pair(a[i][j], &ya[i][2 * j], &ya[i][2 * j + 1]);
+            reduce_pair(b[i][j], &yb[i][2 * j], &yb[i][2 * j + 1]);
+        }
 }
 
-typedef void (*dual_fn)(const float *x, const uint8_t *ta, const uint8_t *tb,
-                        size_t k, float *ya, float *yb);
-#define FX_DUAL_FN(S, NAME)                                                  \
-    static FX_AVX512 void dual_##NAME(const float *x, const uint8_t *ta,     \
-                                      const uint8_t *tb, size_t k,           \
-                                      float *ya, float *yb) {                \
-        dual12(S, x, ta, tb, k, ya, yb);                                     \
+typedef void (*dual_fn)(const float *const *xr, const uint8_t *ta,
+                        const uint8_t *tb, size_t k, float *const *ya,
+                        float *const *yb);
+#define FX_DUAL_FN(MR, S, NAME)                                              \
+    static FX_AVX512 void dual##MR##_##NAME(                                 \
+        const float *const *xr, const uint8_t *ta, const uint8_t *tb,        \
+        size_t k, float *const *ya, float *const *yb) {                      \
+        dual12(MR, S, xr, ta, tb, k, ya, yb);                                \
     }
-FX_DUAL_FN(SRC_F32, f32) FX_DUAL_FN(SRC_F16, f16) FX_DUAL_FN(SRC_BF16, bf16)
-static const dual_fn duals[3] = {dual_f32, dual_f16, dual_bf16};
+FX_DUAL_FN(1, SRC_F32, f32) FX_DUAL_FN(1, SRC_F16, f16)
+FX_DUAL_FN(1, SRC_BF16, bf16) FX_DUAL_FN(2, SRC_F32, f32)
+FX_DUAL_FN(2, SRC_F16, f16) FX_DUAL_FN(2, SRC_BF16, bf16)
+/* [MR - 1][source] */
+static const dual_fn duals[FX_DUAL_MR][3] = {
+    {dual1_f32, dual1_f16, dual1_bf16}, {dual2_f32, dual2_f16, dual2_bf16}};
 
-/* Columns [a0, a1) and [b0, b1) of a one-row R12 job (each a task's
- * range: starts at a tile): their tiles pairwise while both have a whole
- * one, the rest one at a time. */
+/* Columns [a0, a1) and [b0, b1) of an R12 job of up to FX_DUAL_MR x
+ * rows (each range a task's: starts at a tile): their tiles pairwise
+ * while both have a whole one, the rest one at a time. */
 static FX_AVX512 void range_dual_r12(const fx_mm_job *job, size_t a0,
                                      size_t a1, size_t b0, size_t b1) {
-    const dual_fn fn = duals[src_of(job->type)];
-    const float *x = job->x;
+    const dual_fn fn = duals[job->m - 1][src_of(job->type)];
+    const float *xr[FX_DUAL_MR];
+    float *ya[FX_DUAL_MR], *yb[FX_DUAL_MR];
+    for (size_t i = 0; i < job->m; i++) xr[i] = job->x + i * job->ldx;
     while (a0 + FX_R12_ROWS <= a1 && b0 + FX_R12_ROWS <= b1 &&
            a0 + FX_R12_ROWS <= job->n && b0 + FX_R12_ROWS <= job->n) {
-        fn(x, job->w + a0 * job->row_bytes, job->w + b0 * job->row_bytes,
-           job->k, job->y + a0, job->y + b0);
+        for (size_t i = 0; i < job->m; i++) {
+            ya[i] = job->y + i * job->ldy + a0;
+            yb[i] = job->y + i * job->ldy + b0;
+        }
+        fn(xr, job->w + a0 * job->row_bytes, job->w + b0 * job->row_bytes,
+           job->k, ya, yb);
         a0 += FX_R12_ROWS;
         b0 += FX_R12_ROWS;
     }
@@ -700,10 +726,11 @@ static FX_AVX512 void range_avx512(const fx_mm_job *job, size_t n0,
 
 fx_mm_range_fn fx_mm_avx512_range(void) { return range_avx512; }
 
-/* One x row of an R12 job, two ranges in lockstep (range_dual_r12). */
+/* Up to FX_DUAL_MR x rows of an R12 job, two ranges in lockstep
+ * (range_dual_r12). */
 static FX_AVX512 void dual_avx512(const fx_mm_job *job, size_t a0, size_t a1,
                                   size_t b0, size_t b1, float *scratch) {
-    if (job->m == 1 && fx_wtype_is_r12(job->type))
+    if (job->m <= FX_DUAL_MR && fx_wtype_is_r12(job->type))
         range_dual_r12(job, a0, a1, b0, b1);
     else {
         range_avx512(job, a0, a1, scratch);

@@ -83,8 +83,12 @@ bool fx_cpu_has_avx2(void);
 /* NULL where the AVX-512 code is not compiled in. */
 fx_mm_range_fn fx_mm_avx512_range(void);
 /* Two column ranges of one job at once, [a0, a1) and [b0, b1), each
- * starting at a tile: one x row of an R12 job reads them as two streams
- * (matmul_avx512.c); anything else is done range after range. */
+ * starting at a tile: up to FX_MM_DUAL_M x rows of an R12 job read them
+ * as two streams (matmul_avx512.c); anything else is done range after
+ * range. */
+/* Up to this many x rows an R12 job's tasks are two chunks each (two
+ * tiles at once: 2 x 2 x 6 accumulators at 2 rows). */
+#define FX_MM_DUAL_M 2
 typedef void (*fx_mm_dual_fn)(const fx_mm_job *job, size_t a0, size_t a1,
                               size_t b0, size_t b1, float *scratch);
 /* NULL where the AVX-512 code is not compiled in. */
