@@ -230,6 +230,46 @@ static void test_seed_reproduces_full_chain(void **state) {
     assert_memory_equal(hist[0], hist[1], sizeof hist[0]);
 }
 
+/* Without a top-k, a sampler with nothing to adjust sorts the logits
+ * straight into its words (sample.c, sort_logits); one with a logit bias
+ * builds candidates first and sorts those. A bias of 0 changes no logit's
+ * order (-0 + 0 is +0, equal to -0 in it), so both draw the same tokens,
+ * over logits with repeats, -0 and +0, infinities and NaN, at every
+ * setting of the chain that runs after the sort. */
+static void test_sorted_paths_agree(void **state) {
+    (void)state;
+    static float l[NV];
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+    for (int variant = 0; variant < 4; variant++) {
+        fx_sampling cfg;
+        fx_sampling_default(&cfg);
+        cfg.temperature = 0.7f + 0.2f * (float)variant;
+        cfg.seed = 11 + (uint64_t)variant;
+        if (variant == 1) cfg.top_p = 0.9f;
+        if (variant == 2) cfg.min_p = 0.05f;
+        if (variant == 3) cfg.typical_p = 0.9f;
+        fx_sampler plain, biased;
+        fx_error err;
+        assert_int_equal(fx_sampler_init(&plain, &cfg, &err), FX_OK);
+        assert_int_equal(fx_sampler_init(&biased, &cfg, &err), FX_OK);
+        const fx_logit_bias zero = {5, 0.0f};
+        assert_int_equal(fx_sampler_set_bias(&biased, &alloc, &zero, 1, NV, &err),
+                         FX_OK);
+        for (int i = 0; i < 40; i++) {
+            random_logits(l, NV, 300 + (uint64_t)i);
+            for (uint32_t k = 0; k < NV; k += 7)
+                l[k] = (float)(int)l[k]; /* repeats */
+            if (i % 2)
+                for (uint32_t k = 3; k < NV; k += 97) l[k] = special[k % 5];
+            if (i % 4 == 1) l[0] = NAN;
+            assert_int_equal(next(&plain, l, NV, NULL, 0),
+                             next(&biased, l, NV, NULL, 0));
+        }
+        fx_sampler_free(&plain, &alloc);
+        fx_sampler_free(&biased, &alloc);
+    }
+}
+
 static void test_logprobs(void **state) {
     (void)state;
     float l[5] = {0.0f, logf(2.0f), logf(3.0f), logf(3.0f), -INFINITY};
@@ -264,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_seed_reproduces_full_chain),
+        cmocka_unit_test(test_sorted_paths_agree),
         cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests_name("sample_chain", tests, setup, teardown);

@@ -260,11 +260,7 @@ static void put_candidate(fx_candidate *c, size_t i, uint64_t w) {
  * the other buffer of the passes (by id bytes, then by key bytes: the
  * order by_logit gives whatever order c came in), and the words go back
  * into candidates. memcpy throughout: c may be an fx_candidate array. */
-void fx_sort_by_logit(fx_candidate *c, size_t n) {
-    if (n < 256) {
-        qsort(c, n, sizeof *c, by_logit);
-        return;
-    }
+static void radix_sort_words(fx_candidate *c, size_t n, const float *logits) {
     _Static_assert(sizeof(fx_candidate) >= 2 * sizeof(uint64_t),
                    "two sort words per candidate");
     unsigned char *bytes = (unsigned char *)c;
@@ -279,11 +275,17 @@ void fx_sort_by_logit(fx_candidate *c, size_t n) {
     memset(count, 0, sizeof count);
     memset(odd, 0, sizeof odd);
     for (size_t i = 0; i < n; i++) { /* forward: word i <= candidate i */
-        uint32_t bits, id = (uint32_t)c[i].id;
-        memcpy(&bits, &c[i].logit, sizeof bits);
+        uint32_t bits, id;
+        if (logits) { /* the vocabulary in order: ids ascend */
+            id = (uint32_t)i;
+            memcpy(&bits, &logits[i], sizeof bits);
+        } else {
+            id = (uint32_t)c[i].id;
+            memcpy(&bits, &c[i].logit, sizeof bits);
+            if (i > 0 && id <= max_id) ids_ascending = 0;
+        }
         const uint64_t w = (uint64_t)bits << 32 | id;
         memcpy(bytes + 8 * i, &w, sizeof w);
-        if (i > 0 && id <= max_id) ids_ascending = 0;
         if (id > max_id) max_id = id;
         const uint32_t key = logit_key(bits);
         size_t(*h)[256] = i & 1 ? odd : count + 4;
@@ -327,6 +329,30 @@ void fx_sort_by_logit(fx_candidate *c, size_t n) {
     }
 }
 
+
+void fx_sort_by_logit(fx_candidate *c, size_t n) {
+    if (n < 256) {
+        qsort(c, n, sizeof *c, by_logit);
+        return;
+    }
+    radix_sort_words(c, n, NULL);
+}
+
+/* c[0..n) = candidates i, logits[i], sorted as fx_sort_by_logit sorts
+ * them, the words built straight from the logits (no candidate array
+ * written and read back first). */
+static void sort_logits(fx_candidate *c, const float *logits, size_t n) {
+    if (n < 256) {
+        for (size_t i = 0; i < n; i++)
+            c[i] = (fx_candidate){(int32_t)i, logits[i], 0};
+        qsort(c, n, sizeof *c, by_logit);
+        return;
+    }
+    radix_sort_words(c, n, logits);
+}
+
+static int32_t sample_sorted(fx_sampler *s, fx_candidate *c, size_t n);
+
 /* The chain over candidates c[0..n) (n >= 1), any order. */
 static int32_t sample_candidates(fx_sampler *s, fx_candidate *c, size_t n) {
     const fx_sampling *cfg = &s->cfg;
@@ -343,6 +369,12 @@ static int32_t sample_candidates(fx_sampler *s, fx_candidate *c, size_t n) {
     } else {
         fx_sort_by_logit(c, n);
     }
+    return sample_sorted(s, c, n);
+}
+
+/* The chain after the top-k or sort: c[0..n) (n >= 1) in by_logit order. */
+static int32_t sample_sorted(fx_sampler *s, fx_candidate *c, size_t n) {
+    const fx_sampling *cfg = &s->cfg;
     /* Drop NaN and banned (-inf) logits; a lone survivor stays. */
     while (n > 1 && !(c[n - 1].logit > -INFINITY)) n--;
     if (cfg->typical_p < 1.0f) n = typical(c, n, cfg->typical_p);
@@ -373,6 +405,10 @@ static int32_t sample_candidates(fx_sampler *s, fx_candidate *c, size_t n) {
 int32_t fx_sampler_sample(fx_sampler *s, const float *logits,
                           uint32_t n_vocab, fx_candidate *scratch) {
     if (!(s->cfg.temperature > 0.0f)) return fx_argmax(logits, n_vocab);
+    if (n_vocab > 0 && !(s->cfg.top_k > 0 && s->cfg.top_k < n_vocab)) {
+        sort_logits(scratch, logits, n_vocab);
+        return sample_sorted(s, scratch, n_vocab);
+    }
     for (size_t i = 0; i < n_vocab; i++)
         scratch[i] = (fx_candidate){(int32_t)i, logits[i], 0};
     return sample_candidates(s, scratch, n_vocab);
