@@ -111,9 +111,10 @@ static float *make_x(size_t m, size_t k, size_t ldx, uint64_t seed) {
     return x;
 }
 
-/* q8_pf_min_m: fx_kernels_params.q8_prefetch_min_m (0: the CPU's). */
+/* q8_pf_min_m, r12_pf: fx_kernels_params.q8_prefetch_min_m and
+ * .r12_prefetch_bytes (0: the CPU's). */
 static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
-                               size_t q8_pf_min_m) {
+                               size_t q8_pf_min_m, size_t r12_pf) {
     fx_alloc alloc;
     assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
     fx_kernels_params p;
@@ -121,6 +122,7 @@ static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
     p.isa = isa;
     p.n_threads = threads;
     p.q8_prefetch_min_m = q8_pf_min_m;
+    p.r12_prefetch_bytes = r12_pf;
     fx_kernels *kc = NULL;
     fx_error err;
     fx_status st = fx_kernels_create(&alloc, &p, &kc, &err);
@@ -130,7 +132,7 @@ static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
 }
 
 static fx_kernels *make_ctx(fx_isa isa, unsigned threads) {
-    return make_ctx_pf(isa, threads, 0);
+    return make_ctx_pf(isa, threads, 0, 0);
 }
 
 static int have_isa(fx_isa isa) {
@@ -227,22 +229,25 @@ static void check_invariance(fx_wtype t, shape sh) {
     }
 
     /* AVX-512 Q8_0 R16 also with its software prefetch from the first x
-     * row and never (SIZE_MAX), whatever this CPU's default: every CPU
-     * must compute the bits of every other. */
+     * row and never (SIZE_MAX), the R12 two-stream tasks with theirs 1 KB
+     * ahead and never, whatever this CPU's defaults: every CPU must
+     * compute the bits of every other. */
     struct {
         fx_isa isa;
         unsigned threads;
-        size_t q8_pf_min_m;
-    } cfgs[] = {{FX_ISA_PORTABLE, 2, 0}, {FX_ISA_AVX2, 1, 0},
-                {FX_ISA_AVX2, 2, 0},     {FX_ISA_AVX512, 1, 0},
-                {FX_ISA_AVX512, 2, 0},   {FX_ISA_AVX512, 2, 1},
-                {FX_ISA_AVX512, 1, SIZE_MAX}};
+        size_t q8_pf_min_m, r12_pf;
+    } cfgs[] = {{FX_ISA_PORTABLE, 2, 0, 0},  {FX_ISA_AVX2, 1, 0, 0},
+                {FX_ISA_AVX2, 2, 0, 0},      {FX_ISA_AVX512, 1, 0, 0},
+                {FX_ISA_AVX512, 2, 0, 0},    {FX_ISA_AVX512, 2, 1, 1024},
+                {FX_ISA_AVX512, 2, SIZE_MAX, SIZE_MAX},
+                {FX_ISA_AVX512, 1, SIZE_MAX, SIZE_MAX}};
     const size_t batches[] = {1,  2,  3,  4,  5,  6,  7,
                               8,  9,  16, 32, 33, 70, 150};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
-        if (cfgs[c].q8_pf_min_m && !r16) continue;
-        fx_kernels *kc =
-            make_ctx_pf(cfgs[c].isa, cfgs[c].threads, cfgs[c].q8_pf_min_m);
+        if ((cfgs[c].q8_pf_min_m || cfgs[c].r12_pf) && !r16 && !r12)
+            continue;
+        fx_kernels *kc = make_ctx_pf(cfgs[c].isa, cfgs[c].threads,
+                                     cfgs[c].q8_pf_min_m, cfgs[c].r12_pf);
         if (!kc) continue; /* ISA absent here: nothing to compare */
         for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
             size_t bm = batches[b];
@@ -254,9 +259,9 @@ static void check_invariance(fx_wtype t, shape sh) {
                 float *y = run_mm(kc, x, ldx, starts[si], bm, w, t, sh.n, sh.k);
                 char what[128];
                 snprintf(what, sizeof what,
-                         "%s isa=%d threads=%u pf=%zu M=%zu K=%zu",
+                         "%s isa=%d threads=%u pf=%zu/%zu M=%zu K=%zu",
                          fx_wtype_name(t), (int)cfgs[c].isa, cfgs[c].threads,
-                         cfgs[c].q8_pf_min_m, bm, sh.k);
+                         cfgs[c].q8_pf_min_m, cfgs[c].r12_pf, bm, sh.k);
                 for (size_t i = 0; i < bm; i++)
                     assert_rows_identical(y + i * sh.n,
                                           want + (starts[si] + i) * sh.n,

@@ -301,6 +301,12 @@ typedef struct fx_kernels_params {
                                  (the default): what measured best on
                                  this CPU (matmul_q8_avx512.c). Any value
                                  gives the same bits. */
+    size_t r12_prefetch_bytes; /* one- and two-row R12 (F16, BF16) tasks
+                                  on AVX-512 prefetch each stream this
+                                  many bytes ahead; 0 (the default): what
+                                  measured best on this CPU
+                                  (matmul_avx512.c), SIZE_MAX: never.
+                                  Same bits either way. */
 } fx_kernels_params;
 
 void fx_kernels_params_init(fx_kernels_params *p);

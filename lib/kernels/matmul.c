@@ -35,6 +35,7 @@ struct fx_kernels {
     fx_pool *pool;
     size_t fast_min_m;
     size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
+    size_t r12_pf_bytes;   /* fx_mm_job.r12_pf_bytes */
     fx_fast_blas fast_mode;
     /* OpenBLAS for FX_MATMUL_FAST, loaded at the first fast call that it
      * could take (blas_ready): */
@@ -300,6 +301,9 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->fast_min_m = p.fast_min_m;
     kc->q8_pf_min_m = p.q8_prefetch_min_m ? p.q8_prefetch_min_m
                                           : fx_q8_r16_prefetch_min_m();
+    kc->r12_pf_bytes = p.r12_prefetch_bytes == SIZE_MAX ? 0
+                       : p.r12_prefetch_bytes ? p.r12_prefetch_bytes
+                                              : fx_r12_dual_prefetch_bytes();
     kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
@@ -587,6 +591,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .row_bytes = fx_wtype_row_bytes(o->wtype, k), .n = o->n, .k = k,
             .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
             .q8_pf_min_m = kc->q8_pf_min_m,
+            .r12_pf_bytes = kc->r12_pf_bytes,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
         run.cols[j] = out_task_cols(o, threads);

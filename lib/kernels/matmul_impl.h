@@ -23,6 +23,10 @@ typedef struct fx_mm_job {
     /* Q8_0 R16 on AVX-512: from this many x rows on the tiles are
      * prefetched in software (fx_kernels_params.q8_prefetch_min_m). */
     size_t q8_pf_min_m;
+    /* R12 two-stream tasks on AVX-512: how far ahead each stream is
+     * prefetched in software, bytes; 0: not at all
+     * (fx_kernels_params.r12_prefetch_bytes). */
+    size_t r12_pf_bytes;
 } fx_mm_job;
 
 /* Blocking of the large-M path. Tasks split N in FX_MM_NTASK columns; a
@@ -131,6 +135,9 @@ fx_mm_range_fn fx_mm_q8_avx512_range(void);
 /* The default of fx_kernels_params.q8_prefetch_min_m for this CPU
  * (matmul_q8_avx512.c says why). */
 size_t fx_q8_r16_prefetch_min_m(void);
+/* The default of fx_kernels_params.r12_prefetch_bytes for this CPU
+ * (matmul_avx512.c says why); 0: none. */
+size_t fx_r12_dual_prefetch_bytes(void);
 /* fx_cpu_has_avx512() plus AVX512_VNNI. */
 bool fx_cpu_has_avx512_vnni(void);
 
