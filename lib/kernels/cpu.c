@@ -6,11 +6,17 @@
  * A feature counts only when the OS also saves its registers on a context
  * switch (XCR0): a CPU with AVX-512 under an OS or hypervisor that does not
  * enable the zmm state would fault on the first instruction.
+ *
+ * Every question about the CPU is answered here, for every target: where
+ * the x86 paths are not compiled in (matmul_avx2.c and the others say
+ * when), the answer is no, and the portable kernels serve every call.
  */
+#include "matmul_impl.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
 #include <cpuid.h>
 #include <stdint.h>
-
-#include "matmul_impl.h"
 
 typedef struct cpu_features {
     int avx2, avx512, avx512_vnni;
@@ -55,3 +61,12 @@ unsigned fx_cpu_amd_family(void) {
 }
 bool fx_cpu_has_avx512(void) { return detect().avx512 != 0; }
 bool fx_cpu_has_avx512_vnni(void) { return detect().avx512_vnni != 0; }
+
+#else /* not x86-64 GCC/Clang: no x86 path exists to choose */
+
+bool fx_cpu_has_avx2(void) { return false; }
+bool fx_cpu_has_avx512(void) { return false; }
+bool fx_cpu_has_avx512_vnni(void) { return false; }
+unsigned fx_cpu_amd_family(void) { return 0; }
+
+#endif

@@ -450,7 +450,6 @@ fx_mm_range_fn fx_mm_avx2_range(void) { return range_avx2; }
 
 #else /* not x86-64 GCC/Clang */
 
-bool fx_cpu_has_avx2(void) { return false; }
 fx_mm_range_fn fx_mm_avx2_range(void) { return NULL; }
 
 #endif

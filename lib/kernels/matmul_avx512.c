@@ -764,7 +764,6 @@ size_t fx_r12_dual_prefetch_bytes(void) {
 
 #else /* not x86-64 GCC/Clang */
 
-bool fx_cpu_has_avx512(void) { return false; }
 fx_mm_range_fn fx_mm_avx512_range(void) { return NULL; }
 fx_mm_dual_fn fx_mm_avx512_dual(void) { return NULL; }
 size_t fx_r12_dual_prefetch_bytes(void) { return 0; }

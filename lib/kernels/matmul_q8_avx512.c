@@ -539,7 +539,6 @@ fx_mm_range_fn fx_mm_q8_avx512_range(void) { return range_vnni; }
 
 #else /* not x86-64 GCC/Clang */
 
-bool fx_cpu_has_avx512_vnni(void) { return false; }
 size_t fx_q8_r16_prefetch_min_m(void) { return 5; }
 fx_mm_range_fn fx_mm_q8_avx512_range(void) { return NULL; }
 
