@@ -172,11 +172,11 @@ static inline void fx_q8_r16_at(size_t n_rows, size_t nb, size_t n, size_t b,
  * pass, same machine, alternated); a task of one or two x rows reads
  * two tiles half the matrix apart at once (matmul_avx512.c, dual12): two
  * streams.
- * F32 stays in rows: on Zen 5 its R12 form with the two streams ran the
- * 246M model's one-row decode 1.22-1.36x faster but 16 and 32 rows
- * 0.70-0.80x (ferrox-bench and in-process harnesses, alternated; from
- * M = 2 on the row tiles' several streams win, with or without the tile
- * prefetch, and the packed large-M path on R12 was slower still).
+ * F32 goes into R12 only on Zen 5 (fx_kernels_prefer_r12), where with a
+ * tile prefetch of its own and four x rows a pass it won from one row to
+ * 32 and kept even at prefill (matmul_avx512.c, range_small_r12); read
+ * like F16 (8 rows a pass, no prefetch) it had lost 0.70-0.80x at 16 and
+ * 32 rows there. Elsewhere F32 stays in rows.
  *
  * Layout, for N rows of K elements (K % 8 == 0, N even): rows in tiles of
  * 12 (the last tile has R = N mod 12 rows if that is not 0), tile t at

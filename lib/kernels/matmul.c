@@ -386,10 +386,21 @@ bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
  * row 43-51 -> 66-72 tok/s (0.53-0.61 -> 0.95-0.99 of the read pass
  * interleaved with the steps), 4 rows 152-176 -> 199-247, 16 rows
  * 312-358 -> 316-371, prefill 340-375 -> 356-392; BF16 alike. F32 stays
- * in rows: one 5632 x 1024 matrix in R12 1.05-1.12x at 1-4 rows but
- * 0.60-0.93x at 8 and 16, with or without the tile prefetch. */
+ * in rows there: one 5632 x 1024 matrix in R12 1.05-1.12x at 1-4 rows but
+ * 0.60-0.93x at 8 and 16, with or without the tile prefetch.
+ * On Zen 5 (AMD family 1Ah) F32 goes into R12 too: with its own tile
+ * prefetch and four x rows a pass (matmul_avx512.c, range_small_r12) the
+ * 246M model's forward pass ran 1.20x at 1 row, 1.12-1.18x at 2,
+ * 0.95-1.19x from 8 to 64 rows, 0.95-0.97x at a 128-token prefill;
+ * ferrox-bench, binaries alternated: one-row decode 0.70-0.74 -> 0.86-0.89
+ * of the interleaved read pass (1.11-1.14x tok/s), 4 / 16 / 32 rows
+ * 1.00-1.08 / 1.00-1.06 / 1.10-1.20x, prefill 0.90-0.99x (median 0.985;
+ * one matmul of 128 rows alone 0.98-1.01x). */
 bool fx_kernels_prefer_r12(fx_wtype t) {
     switch (t) {
+    case FX_WTYPE_F32:
+        return fx_cpu_has_avx2() && fx_cpu_has_avx512() &&
+               fx_mm_avx512_range() != NULL && fx_cpu_amd_family() >= 0x1a;
     case FX_WTYPE_F16:
     case FX_WTYPE_BF16:
         return fx_cpu_has_avx2() && fx_cpu_has_avx512() &&

@@ -34,6 +34,10 @@
 #define FX_MR_MAX 8 /* x rows per tile: all of a small-M call at once */
 #define FX_NP_MAX 6 /* column pairs per tile */
 #define FX_DUAL_MR FX_MM_DUAL_M /* matmul_impl.h */
+/* F32 R12 tiles: prefetch distance, bytes, and x rows per pass
+ * (range_small_r12 says why). */
+#define FX_R12_F32_PF 4096
+#define FX_R12_F32_MR 4
 
 /* Rows up to this stream W straight from storage (range_small); more go
  * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
@@ -145,10 +149,14 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
          * the twin prefetch of the rows), 2 threads, 400 MB of copies:
          * R12 with this 1.25 / 1.32 / 1.16 / 1.09x at 3 / 4 / 8 / 16 rows;
          * prefetching into L1 instead 0.75-0.83x, none 0.72-0.84x; at 1
-         * and 2 rows none is better (1.45-1.48x; 1.35 with it at 1). kn %
-         * 8 == 0. */
+         * and 2 rows none is better (1.45-1.48x; 1.35 with it at 1).
+         * F32 (R12 on Zen 5 only: fx_kernels_prefer_r12) is prefetched
+         * FX_R12_F32_PF bytes ahead in its stream instead, from 1 row on
+         * (range_small_r12 says why). kn % 8 == 0. */
         const size_t esize = src == SRC_F32 ? 4 : 2;
-        const char *pf_at = (const char *)wr[0] + wstride * (kn / 8);
+        const char *pf_at = (const char *)wr[0] + (src == SRC_F32
+                                                       ? FX_R12_F32_PF
+                                                       : wstride * (kn / 8));
         for (size_t c = 0; k < kn; k += 8, c++) {
             if (pf)
                 for (size_t o = 0; o < wstride; o += 64)
@@ -407,22 +415,36 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
 }
 
 /* R12 weights: tiles in order, each read from memory once (one stream:
- * kernels.h), x rows 8 at a time, the later chunks of 8 finding the tile
- * in L1/L2. n0 is a multiple of 12 (task columns are of 24), n1 one too
- * or N. pf as range_small (FX_MM_PF_MIN_M), for the next tile. */
+ * kernels.h), x rows 8 at a time (F32: 4), the later chunks finding the
+ * tile in L1/L2. n0 is a multiple of 12 (task columns are of 24), n1 one
+ * too or N. pf: F16 and BF16 as range_small (FX_MM_PF_MIN_M), for the
+ * next tile; F32 always, FX_R12_F32_PF ahead.
+ *
+ * F32 in R12 on Zen 5 (fx_kernels_prefer_r12) against its rows, the 246M
+ * model's forward pass, one copy of each, alternated step by step between
+ * read passes, both orders of loading (53-71 GB/s): with x rows 8 at a
+ * time and no prefetch, as F16, 4 rows 0.83x, 16 rows 0.69x, 32 rows
+ * 0.89x; with the prefetch 2 KB ahead 4 rows 0.99x, 16 rows 0.83x, 32
+ * rows 0.96x; with it and 4 rows at a time (all six pairs of a tile in
+ * one pass: the tile's lines read in order, where 8 rows take two passes
+ * of three pairs, each reading every other half of the tile) 3 / 4 / 8
+ * rows 1.03 / 1.05 / 0.91-0.99x, 16 rows 0.95-0.985x, 32 rows 1.06-1.19x,
+ * 64 0.98x, prefill of 128 0.95-0.97x; 4 KB ahead 0.99x / 0.98x at 8 / 16
+ * rows where 1 KB was 0.88x / 0.96x and 8 KB 0.985x at 16. */
 static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
                                       size_t n1) {
     const int src = src_of(job->type);
     const size_t esize = src == SRC_F32 ? 4 : 2;
-    const bool pf = src != SRC_F32 && job->m >= FX_MM_PF_MIN_M;
+    const bool pf = src == SRC_F32 || job->m >= FX_MM_PF_MIN_M;
+    const size_t mstep = src == SRC_F32 ? FX_R12_F32_MR : FX_MR_MAX;
     for (size_t n = n0; n < n1; n += FX_R12_ROWS) {
         const size_t rows = min_sz(FX_R12_ROWS, job->n - n), pairs = rows / 2;
         const uint8_t *tile = job->w + n * job->row_bytes;
         const size_t wstride = rows * 8 * esize;
         /* No tile after the matrix's last one to prefetch. */
         const bool pf_tile = pf && n + rows < job->n;
-        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
-            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
+        for (size_t m = 0; m < job->m; m += mstep) {
+            const size_t mr = min_sz(mstep, job->m - m);
             const size_t nw = (size_t)wide_np_r12[mr - 1];
             const float *xr[FX_MR_MAX];
             for (size_t i = 0; i < mr; i++)
