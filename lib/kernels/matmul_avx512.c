@@ -34,10 +34,12 @@
 #define FX_MR_MAX 8 /* x rows per tile: all of a small-M call at once */
 #define FX_NP_MAX 6 /* column pairs per tile */
 #define FX_DUAL_MR FX_MM_DUAL_M /* matmul_impl.h */
-/* R12 tiles: x rows per pass, and the F32 tiles' prefetch distance,
- * bytes (range_small_r12 says why). */
+/* R12 tiles: x rows per pass, and how far ahead in its stream a tile is
+ * prefetched, bytes, F32 and the 2-byte types (range_small_r12 and
+ * tile_k say why). */
 #define FX_R12_MR 4
 #define FX_R12_F32_PF 4096
+#define FX_R12_HALF_PF 8192
 
 /* Rows up to this stream W straight from storage (range_small); more go
  * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
@@ -140,23 +142,27 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
     size_t k = 0;
     if (tiled) {
         /* R12: pair j's 16 weights of chunk c at wr[j] + c * wstride, the
-         * tile one stream. pf: the next tile (wstride * kn / 8 bytes on,
-         * contiguous) a chunk's worth per chunk, in address order, into L2
-         * only: with several x rows the work per byte leaves the
+         * tile one stream. pf: the stream some KB ahead (past the tile's
+         * end: the next tile, contiguous) a chunk's worth per chunk, in
+         * address order, into L2 only: with several x rows the work per byte leaves the
          * hardware prefetcher behind, and into L1 the next tile evicted
          * this one's lines before the later passes read them. Measured,
          * one F16 5632 x 1024 matrix against its row form (itself with
          * the twin prefetch of the rows), 2 threads, 400 MB of copies:
-         * R12 with this 1.25 / 1.32 / 1.16 / 1.09x at 3 / 4 / 8 / 16 rows;
-         * prefetching into L1 instead 0.75-0.83x, none 0.72-0.84x; at 1
-         * and 2 rows none is better (1.45-1.48x; 1.35 with it at 1).
-         * F32 (R12 on Zen 5 only: fx_kernels_prefer_r12) is prefetched
-         * FX_R12_F32_PF bytes ahead in its stream instead, from 1 row on
-         * (range_small_r12 says why). kn % 8 == 0. */
+         * R12 with it one tile ahead 1.25 / 1.32 / 1.16 / 1.09x at 3 / 4 /
+         * 8 / 16 rows; prefetching into L1 instead 0.75-0.83x, none
+         * 0.72-0.84x; at 1 and 2 rows none is better (1.45-1.48x; 1.35
+         * with it at 1). On Zen 5, 8 KB ahead (FX_R12_HALF_PF) instead of
+         * a tile (24 KB at K = 1024), the 246M F16 forward pass, one copy,
+         * alternated step by step between read passes: 3 / 4 / 8 rows
+         * 1.027-1.035 / 1.032-1.042 / 1.021-1.031x, 16 / 32 rows 1.016 /
+         * 1.015x; 16 KB 1.010x at 4 rows (the same binary against itself
+         * 1.000x). F32 (R12 on Zen 5 only: fx_kernels_prefer_r12) is
+         * prefetched FX_R12_F32_PF ahead, from 1 row on (range_small_r12
+         * says why). kn % 8 == 0. */
         const size_t esize = src == SRC_F32 ? 4 : 2;
-        const char *pf_at = (const char *)wr[0] + (src == SRC_F32
-                                                       ? FX_R12_F32_PF
-                                                       : wstride * (kn / 8));
+        const char *pf_at = (const char *)wr[0] +
+                            (src == SRC_F32 ? FX_R12_F32_PF : FX_R12_HALF_PF);
         for (size_t c = 0; k < kn; k += 8, c++) {
             if (pf)
                 for (size_t o = 0; o < wstride; o += 64)
@@ -415,8 +421,8 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
 /* R12 weights: tiles in order, each read from memory once (one stream:
  * kernels.h), x rows FX_R12_MR at a time, the later passes finding the
  * tile in L1/L2. n0 is a multiple of 12 (task columns are of 24), n1 one
- * too or N. pf: F16 and BF16 as range_small (FX_MM_PF_MIN_M), for the
- * next tile; F32 always, FX_R12_F32_PF ahead.
+ * too or N. pf (tile_k): F16 and BF16 from FX_MM_PF_MIN_M rows on, as
+ * range_small, FX_R12_HALF_PF ahead; F32 always, FX_R12_F32_PF ahead.
  *
  * Four rows a pass, not eight: the tile's six pairs fit the registers
  * with four rows, so one pass reads the tile's lines in order, where
