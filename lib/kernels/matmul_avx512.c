@@ -492,9 +492,10 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
  * same runs, two streams 1.05-1.09; over one 512 MB region 0.90-0.92 ->
  * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04); the F16 model's
  * two-row forward pass 1.20-1.22x (0.61 -> 0.71-0.74 of the read pass).
- * pf (job->r12_pf_bytes, 0: none): each stream also prefetched that far
- * ahead, into L2 (past a tile's end is the task's next tile, or lines
- * never read: harmless). See fx_r12_dual_prefetch_bytes.
+ * pf (range_dual_r12: job->r12_pf_bytes for F16 and BF16, 0: none): each
+ * stream also prefetched that far ahead, into L2 (past a tile's end is
+ * the task's next tile, or lines never read: harmless). See
+ * fx_r12_dual_prefetch_bytes.
  * Each output sees the fmas and the final tree of tile() in the same
  * order: same bits. */
 FX_ALWAYS_INLINE FX_AVX512 void dual12(const int MR, const int src,
@@ -563,10 +564,23 @@ static const dual_fn duals[FX_DUAL_MR][3] = {
 
 /* Columns [a0, a1) and [b0, b1) of an R12 job of up to FX_DUAL_MR x
  * rows (each range a task's: starts at a tile): their tiles pairwise
- * while both have a whole one, the rest one at a time. */
+ * while both have a whole one, the rest one at a time.
+ *
+ * F32 streams are not prefetched (job->r12_pf_bytes is for the 2-byte
+ * types): an F32 chunk is half the instructions per byte of an F16 one
+ * (no conversion, a load folded into each fma), so the out-of-order
+ * window alone keeps enough lines in flight, and the prefetches only
+ * took issue slots and bandwidth from lines already requested. The 246M
+ * F32 model's forward pass on Zen 5, two kernel contexts on one copy,
+ * alternated step by step between read passes (30 rounds, 48-72 GB/s):
+ * without it 1 row 1.07x, 2 rows 1.075x (F16 on the same run: with it
+ * 1.067x / 1.174x, so it stays there); one 537 MB F32 matrix, one row,
+ * 1.00 of a read pass without, 0.93-0.95 with. */
 static FX_AVX512 void range_dual_r12(const fx_mm_job *job, size_t a0,
                                      size_t a1, size_t b0, size_t b1) {
-    const dual_fn fn = duals[job->m - 1][src_of(job->type)];
+    const int src = src_of(job->type);
+    const dual_fn fn = duals[job->m - 1][src];
+    const size_t pf = src == SRC_F32 ? 0 : job->r12_pf_bytes;
     const float *xr[FX_DUAL_MR];
     float *ya[FX_DUAL_MR], *yb[FX_DUAL_MR];
     for (size_t i = 0; i < job->m; i++) xr[i] = job->x + i * job->ldx;
@@ -577,7 +591,7 @@ static FX_AVX512 void range_dual_r12(const fx_mm_job *job, size_t a0,
             yb[i] = job->y + i * job->ldy + b0;
         }
         fn(xr, job->w + a0 * job->row_bytes, job->w + b0 * job->row_bytes,
-           job->k, job->r12_pf_bytes, ya, yb);
+           job->k, pf, ya, yb);
         a0 += FX_R12_ROWS;
         b0 += FX_R12_ROWS;
     }

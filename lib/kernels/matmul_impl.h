@@ -23,8 +23,8 @@ typedef struct fx_mm_job {
     /* Q8_0 R16 on AVX-512: from this many x rows on the tiles are
      * prefetched in software (fx_kernels_params.q8_prefetch_min_m). */
     size_t q8_pf_min_m;
-    /* R12 two-stream tasks on AVX-512: how far ahead each stream is
-     * prefetched in software, bytes; 0: not at all
+    /* R12 two-stream tasks of F16 and BF16 on AVX-512: how far ahead each
+     * stream is prefetched in software, bytes; 0: not at all
      * (fx_kernels_params.r12_prefetch_bytes). */
     size_t r12_pf_bytes;
 } fx_mm_job;
