@@ -427,7 +427,7 @@ typedef struct mm_run {
     fx_mm_job jobs[FX_MM_MAX_OUTS];
     fx_mm_range_fn range[FX_MM_MAX_OUTS];
     size_t cols[FX_MM_MAX_OUTS];       /* per chunk (a task's columns) */
-    /* 0, or a job whose task t does chunks t and t + dual_half (job_tasks) */
+    /* 0, or a job whose task t does chunks t and t + dual_half (plan_job) */
     size_t dual_half[FX_MM_MAX_OUTS];
     size_t first_task[FX_MM_MAX_OUTS + 1];
     size_t n_jobs;
@@ -469,32 +469,45 @@ static size_t task_cols(size_t n, unsigned threads) {
     return per < FX_MM_NTASK ? per : FX_MM_NTASK;
 }
 
-/* Columns per task of one output of a run (task_cols; an R16 task starts
- * at a tile). */
-static size_t out_task_cols(const fx_mm_out *o, unsigned threads) {
-    const size_t cols = task_cols(o->n, threads);
-    if (o->wtype == FX_WTYPE_Q8_0_R16) return (cols + 15) / 16 * 16;
-    /* 24: whole tiles, and still a multiple of 8 */
-    if (fx_wtype_is_r12(o->wtype)) return (cols + 23) / 24 * 24;
-    return cols;
-}
+/* How one output of a run is cut into tasks (plan_job). */
+typedef struct job_plan {
+    size_t cols;      /* per chunk */
+    size_t dual_half; /* 0, or: task t does chunks t and t + dual_half */
+    size_t tasks;
+} job_plan;
 
-/* Tasks of one output of m x rows, cols columns a chunk. Up to
- * FX_MM_DUAL_M x rows on an R12 matrix, where the kernels have the
- * two-stream form (kc->dual):
- * task t does chunks t and t + H, H = half the chunks rounded up, so
- * each thread reads its share of the matrix as two streams half the
- * matrix apart (matmul_avx512.c, dual12); *dual_half = H, else 0. */
-static size_t job_tasks(const fx_kernels *kc, size_t m, const fx_mm_out *o,
-                        size_t cols, size_t *dual_half) {
-    const size_t chunks = (o->n + cols - 1) / cols;
-    *dual_half = 0;
-    if (m <= FX_MM_DUAL_M && kc->dual && fx_wtype_is_r12(o->wtype) &&
-        chunks >= 2) {
-        *dual_half = (chunks + 1) / 2;
-        return *dual_half;
+/* Columns per chunk: task_cols, an R16 chunk starting at a tile, an R12
+ * one whole tiles (24: still a multiple of 8). Up to FX_MM_DUAL_M x rows
+ * on an R12 matrix, where the kernels have the two-stream form
+ * (kc->dual), task t does chunks t and t + H, H = half the chunks rounded
+ * up, so each thread reads its share of the matrix as two streams half
+ * the matrix apart (matmul_avx512.c, dual12). Those chunks are half as
+ * wide (rounded up to whole tiles), so that a task reads as many bytes as
+ * another and the threads have twice as many to balance: a thread that
+ * ran out of tasks waited for the other's last one, up to one task in
+ * each run, and the 1024-row matrices (Q, the output projection, down)
+ * had only 3 tasks a thread. The 246M model's forward pass on Zen 5, one
+ * copy, both widths alternated step by step between read passes (30
+ * rounds each): F16 1 row 1.017-1.023x, 2 rows 0.999x; F32 1 row
+ * 1.035-1.048x, 2 rows 1.039x (the same binary against itself 0.990x);
+ * keeping the K and V projections' chunks at 48 columns instead of 24
+ * was no better (0.99x). */
+static job_plan plan_job(const fx_kernels *kc, size_t m, const fx_mm_out *o,
+                         unsigned threads) {
+    job_plan pl = {task_cols(o->n, threads), 0, 0};
+    const bool r12 = fx_wtype_is_r12(o->wtype);
+    if (o->wtype == FX_WTYPE_Q8_0_R16) pl.cols = (pl.cols + 15) / 16 * 16;
+    const bool dual = m <= FX_MM_DUAL_M && kc->dual && r12;
+    if (dual) pl.cols = (pl.cols + 1) / 2;
+    if (r12) pl.cols = (pl.cols + 23) / 24 * 24;
+    const size_t chunks = (o->n + pl.cols - 1) / pl.cols;
+    if (dual && chunks >= 2) {
+        pl.dual_half = (chunks + 1) / 2;
+        pl.tasks = pl.dual_half;
+    } else {
+        pl.tasks = chunks;
     }
-    return chunks;
+    return pl;
 }
 
 static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
@@ -514,11 +527,10 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
         const size_t n = outs[j].w && fx_wtype_row_bytes(outs[j].wtype, k)
                              ? outs[j].n
                              : 0;
-        cols[j] = n ? out_task_cols(&outs[j], threads) : 1;
-        size_t half;
-        first_task[j + 1] =
-            first_task[j] +
-            (n ? job_tasks(kc, m, &outs[j], cols[j], &half) : 0);
+        const job_plan pl = n ? plan_job(kc, m, &outs[j], threads)
+                              : (job_plan){1, 0, 0};
+        cols[j] = pl.cols;
+        first_task[j + 1] = first_task[j] + pl.tasks;
     }
     for (unsigned t = 0; t < threads; t++) {
         size_t lo, hi, j = 0;
@@ -605,10 +617,10 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .r12_pf_bytes = kc->r12_pf_bytes,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
-        run.cols[j] = out_task_cols(o, threads);
-        run.first_task[j + 1] =
-            run.first_task[j] +
-            job_tasks(kc, m, o, run.cols[j], &run.dual_half[j]);
+        const job_plan pl = plan_job(kc, m, o, threads);
+        run.cols[j] = pl.cols;
+        run.dual_half[j] = pl.dual_half;
+        run.first_task[j + 1] = run.first_task[j] + pl.tasks;
         q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R16;
     }
     if (run.n_jobs == 0) return FX_OK;
