@@ -330,9 +330,9 @@ static void test_invariance_q8_0_r16(void **state) {
  * tiles row by row); M from 1 to 150 (one-tile, small-M, large-M). */
 static void test_invariance_float_r12(void **state) {
     (void)state;
-    /* The last three: one-row tasks of two chunks (matmul.c, job_tasks)
-     * with several whole tiles in both, the second chunk one whole tile
-     * (300), a short last tile (298), an odd count of chunks (502). */
+    /* The last three: one-row tasks of two chunks (matmul.c, plan_job):
+     * chunks of two whole tiles and a last chunk of one (300), a short
+     * last tile (298), an odd count of chunks of four tiles (502). */
     const shape shapes[] = {{37, 2, 8},    {37, 10, 16},  {37, 12, 64},
                             {70, 14, 264}, {37, 24, 1024}, {150, 26, 40},
                             {40, 100, 2816}, {9, 12, 8},   {9, 300, 64},
