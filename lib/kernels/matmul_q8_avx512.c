@@ -78,9 +78,16 @@
  * While another tenant held the machine's bandwidth at 24-33 GB/s, the
  * same comparison gave 1 row 0.95-0.97x, 2 rows 1.03-1.06x, 4 rows 1.03x:
  * there the one-row step already ran at 0.92-0.99 of the read pass, and
- * the prefetch buys most where the step falls short of it. */
+ * the prefetch buys most where the step falls short of it.
+ * Later the one-row tile took its 16 rows as a constant (tile16), and
+ * then it streams best alone on Zen 5 as well: the one-row forward pass
+ * without the prefetch, against with it, both with the constant, 1.05-
+ * 1.075x (four runs of 250-300 steps alternated, 52-60 GB/s); without
+ * the constant, dropping the prefetch lost (0.94x). On one 256 MB matrix
+ * at the same moments: 0.97-0.99 of a read pass against 0.85-0.91 before
+ * both changes. So from 2 rows on there. */
 size_t fx_q8_r16_prefetch_min_m(void) {
-    return fx_cpu_amd_family() >= 0x1a ? 1 : 5;
+    return fx_cpu_amd_family() >= 0x1a ? 2 : 5;
 }
 
 /* x rows at a time over every tile of a range, so that their quants stay
@@ -132,11 +139,12 @@ FX_ALWAYS_INLINE FX_VNNI void tile16(const int MR, const bool FULL,
      * fewer address operations per block where five or more x rows leave
      * the loop the least slack. The 246M Q8_0 model's forward pass on Zen
      * 5, both forms in one binary alternated step by step (150-200 steps
-     * each): 6 / 16 / 32 / 64 rows 1.08 / 1.05 / 1.055 / 1.06x. At one
-     * row it was even (0.99-1.00x; one 250 MB matrix alone 1.03-1.08x)
-     * and at four rows slower (0.94x, twice), so one to four keep the
-     * run-time form. The same offsets either way: same bits. */
-    if (FULL && MR >= 5) rows = FX_R16_ROWS;
+     * each): 6 / 16 / 32 / 64 rows 1.08 / 1.05 / 1.055 / 1.06x. One row
+     * with it and without the software prefetch is 1.05-1.075x
+     * (fx_q8_r16_prefetch_min_m); two rows with it lost 0.89x and four
+     * 0.94x, so those keep the run-time form. The same offsets either
+     * way: same bits. */
+    if (FULL && (MR == 1 || MR >= 5)) rows = FX_R16_ROWS;
     const __mmask16 rm = FULL ? (__mmask16)0xffff
                               : (__mmask16)((1u << rows) - 1u);
     __m512 acc[FX_MR_MAX];
