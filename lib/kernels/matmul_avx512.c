@@ -493,9 +493,13 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
  * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04); the F16 model's
  * two-row forward pass 1.20-1.22x (0.61 -> 0.71-0.74 of the read pass).
  * pf (range_dual_r12: job->r12_pf_bytes for F16 and BF16, 0: none): each
- * stream also prefetched that far ahead, into L2 (past a tile's end is
- * the task's next tile, or lines never read: harmless). See
- * fx_r12_dual_prefetch_bytes.
+ * stream also prefetched that far ahead (past a tile's end is the task's
+ * next tile, or lines never read: harmless), non-temporal: these tiles
+ * are read once per step, so nothing is lost when their lines leave
+ * early. The 246M F16 forward pass on Zen 5, two kernel contexts on one
+ * model copy alternated step by step (200-250 steps each): against into
+ * L2 1 row 1.03-1.08x (four runs), 2 rows 1.035-1.045x; against into L1
+ * 1.01-1.02x. See fx_r12_dual_prefetch_bytes.
  * Each output sees the fmas and the final tree of tile() in the same
  * order: same bits. */
 FX_ALWAYS_INLINE FX_AVX512 void dual12(const int MR, const int src,
@@ -513,8 +517,8 @@ FX_ALWAYS_INLINE FX_AVX512 void dual12(const int MR, const int src,
     for (size_t kk = 0, off = 0; kk < k; kk += 8, off += wstride) {
         if (pf)
             for (size_t o = 0; o < wstride; o += 64) {
-                _mm_prefetch((const char *)ta + off + pf + o, _MM_HINT_T1);
-                _mm_prefetch((const char *)tb + off + pf + o, _MM_HINT_T1);
+                _mm_prefetch((const char *)ta + off + pf + o, _MM_HINT_NTA);
+                _mm_prefetch((const char *)tb + off + pf + o, _MM_HINT_NTA);
             }
         __m512 xv[FX_DUAL_MR];
         FX_UNROLL
