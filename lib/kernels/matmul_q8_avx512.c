@@ -158,8 +158,16 @@ FX_ALWAYS_INLINE FX_VNNI void tile16(const int MR, const bool FULL,
         const uint8_t *quants = scales + gb * rows * 2;
         if (pf) {
             const uint8_t *end = quants + gb * block_bytes + FX_Q8_PF;
-            for (; pf_at < end; pf_at += 64)
-                _mm_prefetch((const char *)pf_at, _MM_HINT_T1);
+            /* Two rows: one pass over the tile, so its lines can go
+             * once used (prefetchnta against into L2, 246M forward pass,
+             * alternated step by step: 1.01-1.035x in five runs; at four
+             * rows 0.93-0.99x, at eight 0.99x). */
+            if (MR == 2)
+                for (; pf_at < end; pf_at += 64)
+                    _mm_prefetch((const char *)pf_at, _MM_HINT_NTA);
+            else
+                for (; pf_at < end; pf_at += 64)
+                    _mm_prefetch((const char *)pf_at, _MM_HINT_T1);
         }
         for (size_t i = 0; i < gb; i++) {
             const size_t b = g + i;
