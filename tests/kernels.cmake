@@ -28,9 +28,10 @@ endif()
 
 # Blocking must not change a single bit (kernels.h): the matmul tests again,
 # against the kernels compiled with tiny blocks (a 3-column panel, 4-row
-# block, 32- and 40-wide K slabs (AVX2, AVX-512), a 16 KiB Q8_0
+# block, 40-wide K slabs (AVX-512), 12-row W groups (AVX2), a 16 KiB Q8_0
 # activation buffer that takes a dozen rows at a time), so every block,
-# slab, chunk and task edge is crossed many times even by small shapes.
+# slab, group, chunk and task edge is crossed many times even by small
+# shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
   matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
@@ -39,7 +40,7 @@ list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 add_executable(test_kernels_blocking test_kernels_matmul.c
                ${_fx_kernel_srcs} ${PROJECT_SOURCE_DIR}/lib/core/core.c)
 target_compile_definitions(test_kernels_blocking PRIVATE
-  FX_MM_NC=3 FX_MM_MC=4 FX_MM_KC=32 FX_MM_KC512=40 FX_XQ_BYTES=16384
+  FX_MM_NC=3 FX_MM_MC=4 FX_MM_KC512=40 FX_MM_GROUP=12 FX_XQ_BYTES=16384
   _GNU_SOURCE)
 target_compile_options(test_kernels_blocking PRIVATE -ffp-contract=off)
 target_include_directories(test_kernels_blocking PRIVATE

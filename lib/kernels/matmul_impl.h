@@ -29,9 +29,10 @@ typedef struct fx_mm_job {
     size_t r12_pf_bytes;
 } fx_mm_job;
 
-/* Blocking of the large-M path. Tasks split N in FX_MM_NTASK columns; a
+/* Blocking of the AVX-512 large-M path (the AVX2 path streams at every M,
+ * matmul_avx2.c says why). Tasks split N in FX_MM_NTASK columns; a
  * task's columns are done in blocks of FX_MM_NC, rows in blocks of
- * FX_MM_MC, K in slabs of FX_MM_KC. For each (row block, slab) the x block
+ * FX_MM_MC, K in slabs of FX_MM_KC512. For each (row block, slab) the x block
  * and the W panel are copied (W converted to f32, exactly) into aligned
  * contiguous scratch, so the tile never splits a cache line and never
  * meets 4 KiB aliasing between rows. KC is a multiple of 8, so lane
@@ -46,21 +47,16 @@ typedef struct fx_mm_job {
 #ifndef FX_MM_MC
 #define FX_MM_MC 128
 #endif
-#ifndef FX_MM_KC
-#define FX_MM_KC 256
-#endif
 /* The AVX-512 path's slab: K = 1024 in one slab (no partial sums carried
  * between slabs), its x block and panel still within a 1 MiB L2 per core
  * with MC = 128. Measured, F32 GFLOP/s, 2 threads, alternated 3 times
  * against KC = 256 (OpenBLAS sgemm in brackets): M = 512, N = 1536, K =
  * 1024 146-168 -> 162-184 (195); N = 1024, K = 2816 141-161 -> 150-164
  * (189); 2048^3 156-163 -> 164-168 (201); M = 128, N = 5632 158 -> 177
- * (150). KC = 512 was in between, 2048 and MC = 64 or 32 slower. The
- * AVX2 path keeps KC (the L2 of its CPUs is often 256 KiB). */
+ * (150). KC = 512 was in between, 2048 and MC = 64 or 32 slower. */
 #ifndef FX_MM_KC512
 #define FX_MM_KC512 1024
 #endif
-#define FX_MM_KC_MAX (FX_MM_KC > FX_MM_KC512 ? FX_MM_KC : FX_MM_KC512)
 /* Rows up to this go to the streaming small-M path. */
 #define FX_MM_SMALL_M 8
 
@@ -69,8 +65,8 @@ typedef struct fx_mm_job {
 
 /* Per-thread scratch: the W panel [NC (even)][KC], the x block [MC][KC]
  * and the 8-lane partial sums [MC][NC][8] of a block between K slabs. */
-#define FX_MM_SCRATCH_FLOATS (FX_MM_NC_EVEN * FX_MM_KC_MAX + \
-                              (size_t)FX_MM_MC * FX_MM_KC_MAX + \
+#define FX_MM_SCRATCH_FLOATS (FX_MM_NC_EVEN * FX_MM_KC512 + \
+                              (size_t)FX_MM_MC * FX_MM_KC512 + \
                               (size_t)FX_MM_MC * FX_MM_NC * 8)
 
 /* Computes columns [n0, n1) of every row of y. scratch: FX_MM_SCRATCH_FLOATS
