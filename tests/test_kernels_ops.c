@@ -8,9 +8,10 @@
  *  - rmsnorm, softmax, silu, swiglu, add, RoPE (both layouts, partial
  *    rotation, frequency factors) against double-precision loops.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, getrusage */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <cmocka.h>
 
 #include "kernels/kernels.h"
@@ -512,21 +514,44 @@ static uint64_t mono_ns(void) {
  * should poll across such gaps instead of sleeping. The old budget rule
  * adapted to the time of waking (which includes the 15-50 us a wake
  * takes on a VM) and doubled only against itself: it sat at 1 us and
- * there were more sleeps than runs (2,500-2,900 in 2,000); now a handful.
+ * there were more sleeps than runs (2,500-2,900 in 2,000) on an idle
+ * machine; now a handful.
+ *
  * A machine busier than its cores deschedules polling threads and makes
- * them sleep whatever the rule, so the bound is loose, ctest runs this
- * binary alone (RUN_SERIAL), and the best of three attempts counts. */
-static uint64_t sleeps_in_runs(fx_pool *pool, int warm, int runs,
-                               uint64_t gap_ns) {
+ * them sleep whatever the rule (a first CI run beside a leftover
+ * benchmark on both cores saw 3,100+ sleeps). Such an attempt shows as
+ * involuntary context switches of this process, so an attempt counts
+ * only if it had few of them; when none of five does, the machine cannot
+ * say anything about the rule and the test skips, saying why. The old
+ * rule failed on an idle machine, where every attempt counts. */
+typedef struct sleep_attempt {
+    uint64_t sleeps;
+    long preempted; /* involuntary context switches, all threads */
+} sleep_attempt;
+
+static long involuntary_switches(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+static sleep_attempt sleeps_in_runs(fx_pool *pool, int warm, int runs,
+                                    uint64_t gap_ns) {
+    sleep_attempt a = {0, 0};
     uint64_t before = 0;
+    long preempted_before = 0;
     for (int r = 0; r < warm + runs; r++) {
-        if (r == warm) before = fx_pool_sleeps(pool);
+        if (r == warm) {
+            before = fx_pool_sleeps(pool);
+            preempted_before = involuntary_switches();
+        }
         const uint64_t t0 = mono_ns();
         while (mono_ns() - t0 < gap_ns) {
         }
         assert_int_equal(fx_pool_run(pool, noop_task, NULL, 2), FX_OK);
     }
-    return fx_pool_sleeps(pool) - before;
+    a.sleeps = fx_pool_sleeps(pool) - before;
+    a.preempted = involuntary_switches() - preempted_before;
+    return a;
 }
 
 static void test_pool_polls_across_short_gaps(void **state) {
@@ -535,16 +560,28 @@ static void test_pool_polls_across_short_gaps(void **state) {
     assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
     fx_pool *pool = NULL;
     assert_int_equal(fx_pool_create(&alloc, 2, &pool, NULL), FX_OK);
-    enum { WARM = 200, RUNS = 2000, GAP_NS = 5000 };
+    /* 2,000 runs 5 us apart take ~15 ms; a quiet machine preempts this
+     * process a few times in that (timer ticks, kernel threads). */
+    enum { WARM = 200, RUNS = 2000, GAP_NS = 5000, QUIET = 20 };
     uint64_t best = UINT64_MAX;
-    for (int attempt = 0; attempt < 3 && best >= RUNS / 4; attempt++) {
-        const uint64_t sleeps = sleeps_in_runs(pool, WARM, RUNS, GAP_NS);
-        print_message("%llu sleeps in %d runs %d us apart\n",
-                      (unsigned long long)sleeps, RUNS, GAP_NS / 1000);
-        if (sleeps < best) best = sleeps;
+    int counted = 0;
+    for (int attempt = 0; attempt < 5 && best >= RUNS / 4; attempt++) {
+        const sleep_attempt a = sleeps_in_runs(pool, WARM, RUNS, GAP_NS);
+        print_message("%llu sleeps in %d runs %d us apart, preempted %ld "
+                      "times\n",
+                      (unsigned long long)a.sleeps, RUNS, GAP_NS / 1000,
+                      a.preempted);
+        if (a.preempted > QUIET) continue;
+        counted++;
+        if (a.sleeps < best) best = a.sleeps;
+    }
+    fx_pool_free(pool);
+    if (counted == 0) {
+        print_message("machine busier than its cores in every attempt: "
+                      "the poll budget cannot be judged here\n");
+        skip();
     }
     assert_true(best < RUNS / 4);
-    fx_pool_free(pool);
 }
 
 /* What each thread ran, in order (pool.c, "Claiming"). */
@@ -572,8 +609,10 @@ static void order_task(void *ctx, size_t task, unsigned thread) {
  * jump is allowed where a thread steals: each steal halves what is left
  * to steal, so a run of 64 has at most ~2 log2(64) steals in all, however
  * the threads are scheduled (the counter gave ~30 jumps per thread).
- * Scheduling cannot make this fail: a thread that never runs leaves the
- * other one all the tasks, in order. */
+ * Thread 0 starts at the front of its share, task 0, unless it ran
+ * nothing or the worker stole task 0 first: a caller descheduled for the
+ * whole run leaves the worker its own share and then steals all of
+ * thread 0's (seen on a loaded CI machine), and neither is a fault. */
 static void test_pool_threads_take_contiguous_shares(void **state) {
     (void)state;
     fx_alloc alloc;
@@ -586,7 +625,11 @@ static void test_pool_threads_take_contiguous_shares(void **state) {
         p.task_ns = 20000;
         assert_int_equal(fx_pool_run(pool, order_task, &p, 64), FX_OK);
         assert_int_equal(p.count[0] + p.count[1], 64);
-        assert_true(p.count[0] > 0 && p.order[0][0] == 0);
+        bool worker_ran_task_0 = false;
+        for (unsigned i = 0; i < p.count[1]; i++)
+            worker_ran_task_0 |= p.order[1][i] == 0;
+        if (p.count[0] > 0 && !worker_ran_task_0)
+            assert_int_equal(p.order[0][0], 0);
         for (unsigned t = 0; t < 2; t++) {
             unsigned jumps = 0;
             for (unsigned i = 1; i < p.count[t]; i++)
