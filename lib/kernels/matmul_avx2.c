@@ -8,7 +8,10 @@
  * call, whatever M, streams the W rows in place (no packing) through one
  * MR x NR register tile family (up to 4 x rows by 3 w rows = 12
  * accumulators + 3 weight registers, or the wide 1x6 / 2x4), full K per
- * output: one output is one tile's lanes, never partial sums.
+ * output: one output is one tile's lanes, never partial sums. Up to 4 x
+ * rows a tile's W rows are taken far apart, one forward stream each
+ * (range_streams); above, in groups that L2 keeps for the next x rows
+ * (range_rows).
  *
  * There was a second, large-M path here (W panel and x block packed per
  * K slab of 256, 8-lane partial sums carried between slabs, as the
@@ -99,24 +102,26 @@ FX_ALWAYS_INLINE FX_AVX2 float reduce8(__m256 v) {
 /* ---- the register tile ---- */
 
 /* Accumulates k in [0, kn) of MR x rows and NR w rows into acc. xr/wr
- * point at element 0 of the slab. kn may end in a partial group of 8. */
+ * point at element 0 of the slab. kn may end in a partial group of 8.
+ * F16 and BF16 rows prefetch pf_dist bytes ahead of each load: where the
+ * caller reads next (range_rows: the next tile's rows, NR rows on;
+ * range_streams: the next row of each stream). */
 FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
                                      const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
+                                     size_t pf_dist,
                                      __m256 acc[4][FX_NR_MAX]) {
     size_t k = 0;
     const size_t esize = t == FX_WTYPE_F32 ? 4 : 2;
-    /* F16 and BF16: each row prefetches its twin NR rows on, in the tile
-     * range_rows reads next (as matmul_avx512.c). Measured on the AVX-512
-     * machine with this path forced, one-row F16 decode in one process:
-     * 1.34x against a fixed 2 KB ahead, and still 1.11-1.53x against none
-     * (1 and 4 rows) now that the weights sit on huge pages; into L2 only
-     * (prefetcht1) 1.35x / 1.41x / 1.02x at 1 / 4 / 16 rows against L1
-     * (the lines left L1 before their use). F32 rows are
-     * left to the hardware prefetcher: on huge pages a software prefetch
-     * made one-row F32 decode 0.76x (1.30-1.31x without it, 4 rows
-     * 1.06-1.12x; the 246M model, variants alternated step by step). */
-    const size_t pf_dist = (size_t)NR * esize * kn;
+    /* F16 and BF16 only. Measured on the AVX-512 machine with this path
+     * forced, one-row F16 decode in one process: 1.34x against a fixed
+     * 2 KB ahead, and still 1.11-1.53x against none (1 and 4 rows) now
+     * that the weights sit on huge pages; into L2 only (prefetcht1)
+     * 1.35x / 1.41x / 1.02x at 1 / 4 / 16 rows against L1 (the lines
+     * left L1 before their use). F32 rows are left to the hardware
+     * prefetcher: on huge pages a software prefetch made one-row F32
+     * decode 0.76x (1.30-1.31x without it, 4 rows 1.06-1.12x; the 246M
+     * model, variants alternated step by step). */
     for (; k + 8 <= kn; k += 8) {
         __m256 wv[FX_NR_MAX];
         if (t != FX_WTYPE_F32) {
@@ -154,17 +159,18 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
 FX_ALWAYS_INLINE FX_AVX2 void tile(const int MR, const int NR, fx_wtype t,
                                    const float *const *xr,
                                    const uint8_t *const *wr, size_t kn,
-                                   float *const *yr) {
+                                   size_t pf_dist, float *const *yr,
+                                   size_t ys) {
     __m256 acc[4][FX_NR_MAX];
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
         for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
-    tile_k(MR, NR, t, xr, wr, kn, acc);
+    tile_k(MR, NR, t, xr, wr, kn, pf_dist, acc);
     FX_UNROLL
     for (int i = 0; i < MR; i++)
         FX_UNROLL
-        for (int j = 0; j < NR; j++) yr[i][j] = reduce8(acc[i][j]);
+        for (int j = 0; j < NR; j++) yr[i][(size_t)j * ys] = reduce8(acc[i][j]);
 }
 
 /* One out-of-line function per (MR, NR, type) so each gets its own
@@ -172,8 +178,8 @@ FX_ALWAYS_INLINE FX_AVX2 void tile(const int MR, const int NR, fx_wtype t,
 #define FX_TILE_FN(MR, NR, T, NAME)                                          \
     static FX_AVX2 void tile_##MR##x##NR##_##NAME(                          \
         const float *const *xr, const uint8_t *const *wr, size_t kn,         \
-        float *const *yr) {                                                  \
-        tile(MR, NR, T, xr, wr, kn, yr);                                     \
+        size_t pf_dist, float *const *yr, size_t ys) {                       \
+        tile(MR, NR, T, xr, wr, kn, pf_dist, yr, ys);                        \
     }
 #define FX_TILE_ROW(MR, T, NAME)                                             \
     FX_TILE_FN(MR, 1, T, NAME) FX_TILE_FN(MR, 2, T, NAME)                    \
@@ -197,7 +203,8 @@ FX_TILE_WIDE(FX_WTYPE_F16, f16)
 FX_TILE_WIDE(FX_WTYPE_BF16, bf16)
 
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
-                        size_t kn, float *const *yr);
+                        size_t kn, size_t pf_dist, float *const *yr,
+                        size_t ys);
 
 #define FX_TILE_TABLE(NAME)                                                  \
     {{tile_1x1_##NAME, tile_1x2_##NAME, tile_1x3_##NAME},                    \
@@ -257,15 +264,64 @@ static FX_AVX2 void range_rows(const fx_mm_job *job, size_t n0, size_t n1) {
             for (; j + nw <= g; j += nw) {
                 float *yn[4];
                 for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                wide[ti][mr - 1](xr, wr + j, job->k, yn);
+                wide[ti][mr - 1](xr, wr + j, job->k, nw * job->row_bytes, yn,
+                                 1);
             }
             for (; j < g; j += 3) {
                 size_t nr = min_sz(3, g - j);
                 float *yn[4];
                 for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                tiles[ti][mr - 1][nr - 1](xr, wr + j, job->k, yn);
+                tiles[ti][mr - 1][nr - 1](xr, wr + j, job->k,
+                                          nr * job->row_bytes, yn, 1);
             }
         }
+    }
+}
+
+/* Up to 4 x rows, where W is read once and nothing of it is reused:
+ * the widest tile's NR rows are NR streams far apart. Row r of stream j
+ * is row n0 + j * s + r (s = the range's rows / NR), so each stream walks
+ * forward through consecutive rows, one long sequential read, where
+ * range_rows' tiles of NR adjacent rows read NR streams of one row each
+ * (2 KiB of F16 at K = 1024) and the hardware prefetcher kept starting
+ * over. The rows left over (< NR) go through the 3-row tiles. Same bits:
+ * each output is still one tile's lanes over all of K.
+ * Measured on a Zen 3 (2 threads, the 246M model's matmuls of one decode
+ * step in order, each pass against a read pass of the same bytes, 45-60
+ * passes alternated with range_rows in one process, medians): F16 1 / 2
+ * / 3 / 4 rows 0.86-0.89 / 0.78 / 0.91 / 0.87 -> 1.01-1.05 / 1.04 /
+ * 1.01 / 0.95 of the read pass (the K = 1024 matrices ~0.80 -> ~0.97;
+ * down, K = 2816, was already ~0.95); F32 1 row 0.995 -> 1.007-1.024.
+ * F16 prefetched one row ahead in each stream against none: 1 and 2 rows
+ * the same within noise, 3 and 4 rows 1.07x. */
+static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
+                                  size_t n1) {
+    const int ti = type_index(job->type);
+    const size_t mr = job->m, nw = wide_nr[mr - 1];
+    const size_t s = (n1 - n0) / nw;
+    const float *xr[4];
+    float *yr[4];
+    for (size_t i = 0; i < mr; i++) {
+        xr[i] = job->x + i * job->ldx;
+        yr[i] = job->y + i * job->ldy;
+    }
+    for (size_t r = 0; r < s; r++) {
+        const uint8_t *wr[FX_NR_MAX];
+        float *yn[4];
+        for (size_t j = 0; j < nw; j++)
+            wr[j] = job->w + (n0 + j * s + r) * job->row_bytes;
+        for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n0 + r;
+        wide[ti][mr - 1](xr, wr, job->k, job->row_bytes, yn, s);
+    }
+    for (size_t n = n0 + nw * s; n < n1; n += 3) {
+        const size_t nr = min_sz(3, n1 - n);
+        const uint8_t *wr[3];
+        float *yn[4];
+        for (size_t j = 0; j < nr; j++)
+            wr[j] = job->w + (n + j) * job->row_bytes;
+        for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n;
+        tiles[ti][mr - 1][nr - 1](xr, wr, job->k, nr * job->row_bytes, yn,
+                                  1);
     }
 }
 
@@ -277,7 +333,10 @@ static FX_AVX2 void range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
         fx_mm_range_portable(job, n0, n1, scratch);
         return;
     }
-    range_rows(job, n0, n1);
+    if (job->m <= 4)
+        range_streams(job, n0, n1);
+    else
+        range_rows(job, n0, n1);
 }
 
 fx_mm_range_fn fx_mm_avx2_range(void) { return range_avx2; }
