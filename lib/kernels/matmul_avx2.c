@@ -10,8 +10,8 @@
  * accumulators + 3 weight registers, or the wide 1x6 / 2x4), full K per
  * output: one output is one tile's lanes, never partial sums. Up to 4 x
  * rows a tile's W rows are taken far apart, one forward stream each
- * (range_streams); above, in groups that L2 keeps for the next x rows
- * (range_rows).
+ * (range_streams); above, the same in groups that L2 keeps for the next
+ * x rows (range_groups).
  *
  * There was a second, large-M path here (W panel and x block packed per
  * K slab of 256, 8-lane partial sums carried between slabs, as the
@@ -103,9 +103,9 @@ FX_ALWAYS_INLINE FX_AVX2 float reduce8(__m256 v) {
 
 /* Accumulates k in [0, kn) of MR x rows and NR w rows into acc. xr/wr
  * point at element 0 of the slab. kn may end in a partial group of 8.
- * F16 and BF16 rows prefetch pf_dist bytes ahead of each load: where the
- * caller reads next (range_rows: the next tile's rows, NR rows on;
- * range_streams: the next row of each stream). */
+ * Unless pf_dist is 0, each row is prefetched pf_dist bytes ahead of its
+ * loads: where the caller reads next (the next row of each stream, in
+ * range_streams and range_groups). */
 FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
                                      const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
@@ -113,7 +113,7 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
                                      __m256 acc[4][FX_NR_MAX]) {
     size_t k = 0;
     const size_t esize = t == FX_WTYPE_F32 ? 4 : 2;
-    /* F16 and BF16 only. Measured on the AVX-512 machine with this path
+    /* The callers ask for it for F16 and BF16 only. Measured on the AVX-512 machine with this path
      * forced, one-row F16 decode in one process: 1.34x against a fixed
      * 2 KB ahead, and still 1.11-1.53x against none (1 and 4 rows) now
      * that the weights sit on huge pages; into L2 only (prefetcht1)
@@ -124,7 +124,7 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
      * model, variants alternated step by step). */
     for (; k + 8 <= kn; k += 8) {
         __m256 wv[FX_NR_MAX];
-        if (t != FX_WTYPE_F32) {
+        if (pf_dist) {
             FX_UNROLL
             for (int j = 0; j < NR; j++)
                 _mm_prefetch((const char *)wr[j] + esize * k + pf_dist,
@@ -237,44 +237,12 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 /* ---- stream W once, straight from its storage type ---- */
 
-/* W rows are taken in groups of FX_MM_GROUP (divisible by every wide NR);
- * a group is read from memory once for the whole call, and for M > 4
- * every later chunk of 4 x rows finds it in L2 (24 F32 rows of K = 4096
- * are 384 KiB). 12 and 48 measured the same as 24. */
-#ifndef FX_MM_GROUP
-#define FX_MM_GROUP 24
-#endif
-
-static FX_AVX2 void range_rows(const fx_mm_job *job, size_t n0, size_t n1) {
-    const int ti = type_index(job->type);
-    for (size_t n = n0; n < n1; n += FX_MM_GROUP) {
-        size_t g = min_sz(FX_MM_GROUP, n1 - n);
-        const uint8_t *wr[FX_MM_GROUP];
-        for (size_t j = 0; j < g; j++)
-            wr[j] = job->w + (n + j) * job->row_bytes;
-        for (size_t m = 0; m < job->m; m += 4) {
-            size_t mr = min_sz(4, job->m - m);
-            const float *xr[4];
-            float *yr[4];
-            for (size_t i = 0; i < mr; i++) {
-                xr[i] = job->x + (m + i) * job->ldx;
-                yr[i] = job->y + (m + i) * job->ldy + n;
-            }
-            size_t nw = wide_nr[mr - 1], j = 0;
-            for (; j + nw <= g; j += nw) {
-                float *yn[4];
-                for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                wide[ti][mr - 1](xr, wr + j, job->k, nw * job->row_bytes, yn,
-                                 1);
-            }
-            for (; j < g; j += 3) {
-                size_t nr = min_sz(3, g - j);
-                float *yn[4];
-                for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + j;
-                tiles[ti][mr - 1][nr - 1](xr, wr + j, job->k,
-                                          nr * job->row_bytes, yn, 1);
-            }
-        }
+/* x rows m..m+mr-1 and their outputs' rows. */
+static void chunk_rows(const fx_mm_job *job, size_t m, size_t mr,
+                       const float **xr, float **yr) {
+    for (size_t i = 0; i < mr; i++) {
+        xr[i] = job->x + (m + i) * job->ldx;
+        yr[i] = job->y + (m + i) * job->ldy;
     }
 }
 
@@ -282,13 +250,13 @@ static FX_AVX2 void range_rows(const fx_mm_job *job, size_t n0, size_t n1) {
  * the widest tile's NR rows are NR streams far apart. Row r of stream j
  * is row n0 + j * s + r (s = the range's rows / NR), so each stream walks
  * forward through consecutive rows, one long sequential read, where
- * range_rows' tiles of NR adjacent rows read NR streams of one row each
+ * tiles of NR adjacent rows (before) read NR streams of one row each
  * (2 KiB of F16 at K = 1024) and the hardware prefetcher kept starting
  * over. The rows left over (< NR) go through the 3-row tiles. Same bits:
  * each output is still one tile's lanes over all of K.
  * Measured on a Zen 3 (2 threads, the 246M model's matmuls of one decode
  * step in order, each pass against a read pass of the same bytes, 45-60
- * passes alternated with range_rows in one process, medians): F16 1 / 2
+ * passes alternated with the adjacent rows in one process, medians): F16 1 / 2
  * / 3 / 4 rows 0.86-0.89 / 0.78 / 0.91 / 0.87 -> 1.01-1.05 / 1.04 /
  * 1.01 / 0.95 of the read pass (the K = 1024 matrices ~0.80 -> ~0.97;
  * down, K = 2816, was already ~0.95); F32 1 row 0.995 -> 1.007-1.024.
@@ -301,17 +269,16 @@ static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
     const size_t s = (n1 - n0) / nw;
     const float *xr[4];
     float *yr[4];
-    for (size_t i = 0; i < mr; i++) {
-        xr[i] = job->x + i * job->ldx;
-        yr[i] = job->y + i * job->ldy;
-    }
+    chunk_rows(job, 0, mr, xr, yr);
+    /* F16 and BF16: the next row of each stream (tile_k). */
+    const size_t pf = job->type != FX_WTYPE_F32 ? job->row_bytes : 0;
     for (size_t r = 0; r < s; r++) {
         const uint8_t *wr[FX_NR_MAX];
         float *yn[4];
         for (size_t j = 0; j < nw; j++)
             wr[j] = job->w + (n0 + j * s + r) * job->row_bytes;
         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n0 + r;
-        wide[ti][mr - 1](xr, wr, job->k, job->row_bytes, yn, s);
+        wide[ti][mr - 1](xr, wr, job->k, pf, yn, s);
     }
     for (size_t n = n0 + nw * s; n < n1; n += 3) {
         const size_t nr = min_sz(3, n1 - n);
@@ -320,8 +287,61 @@ static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
         for (size_t j = 0; j < nr; j++)
             wr[j] = job->w + (n + j) * job->row_bytes;
         for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n;
-        tiles[ti][mr - 1][nr - 1](xr, wr, job->k, nr * job->row_bytes, yn,
-                                  1);
+        tiles[ti][mr - 1][nr - 1](xr, wr, job->k, 0, yn, 1);
+    }
+}
+
+/* More than 4 x rows: the 4x3 tile (or 1x3..3x3 for the last x rows)
+ * reads 3 streams of W rows far apart, as range_streams does, in groups:
+ * stream j's rows r..r+FX_MM_GROUP_ROWS-1 (rows n0 + j * s + r, s = the
+ * range's rows / 3) are read from memory by the first 4 x rows and found
+ * in L2 by every later chunk of 4 (24 F32 rows of K = 4096 are 384 KiB).
+ * The rows left over (< 3) are a last group of their own. Same bits:
+ * each output is one tile's lanes over all of K.
+ * Before, a group was 24 adjacent rows and its tiles read 3 adjacent
+ * rows each: 3 streams of one row, restarted every tile. Measured on a
+ * Zen 3 (2 threads, the 246M model's matmuls of one decode step in order
+ * against a read pass of the same bytes, 30-40 passes alternated in one
+ * process, medians of the fraction of the read pass): F32 5 / 8 / 16 /
+ * 32 rows 0.73 / 0.62-0.65 / 0.45 / 0.27 -> 0.87 / 0.75-0.82 / 0.52 /
+ * 0.30, F16 8 / 16 rows 0.61 / 0.28 -> 0.64 / 0.31, 128 rows (prefill)
+ * the same. Prefetching the next group in the second chunk of x rows:
+ * F32 no better than without, F16 0.85-0.90x; F32 prefetched a row ahead
+ * like F16: no better. */
+#define FX_MM_GROUP_ROWS 8
+
+static FX_AVX2 void range_groups(const fx_mm_job *job, size_t n0,
+                                 size_t n1) {
+    const int ti = type_index(job->type);
+    const size_t s = (n1 - n0) / 3, n_left = n0 + 3 * s, left = n1 - n_left;
+    /* F16 and BF16, while the group comes from memory: the next row of
+     * each stream (tile_k). */
+    const size_t pf_first = job->type != FX_WTYPE_F32 ? job->row_bytes : 0;
+    const float *xr[4];
+    float *yr[4], *yn[4];
+    const uint8_t *wr[3];
+    for (size_t r0 = 0; r0 < s; r0 += FX_MM_GROUP_ROWS) {
+        const size_t r1 = min_sz(r0 + FX_MM_GROUP_ROWS, s);
+        for (size_t m = 0; m < job->m; m += 4) {
+            const size_t mr = min_sz(4, job->m - m);
+            chunk_rows(job, m, mr, xr, yr);
+            for (size_t r = r0; r < r1; r++) {
+                for (size_t j = 0; j < 3; j++)
+                    wr[j] = job->w + (n0 + j * s + r) * job->row_bytes;
+                for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n0 + r;
+                tiles[ti][mr - 1][2](xr, wr, job->k, m == 0 ? pf_first : 0,
+                                     yn, s);
+            }
+        }
+    }
+    if (left == 0) return;
+    for (size_t j = 0; j < left; j++)
+        wr[j] = job->w + (n_left + j) * job->row_bytes;
+    for (size_t m = 0; m < job->m; m += 4) {
+        const size_t mr = min_sz(4, job->m - m);
+        chunk_rows(job, m, mr, xr, yr);
+        for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n_left;
+        tiles[ti][mr - 1][left - 1](xr, wr, job->k, 0, yn, 1);
     }
 }
 
@@ -336,7 +356,7 @@ static FX_AVX2 void range_avx2(const fx_mm_job *job, size_t n0, size_t n1,
     if (job->m <= 4)
         range_streams(job, n0, n1);
     else
-        range_rows(job, n0, n1);
+        range_groups(job, n0, n1);
 }
 
 fx_mm_range_fn fx_mm_avx2_range(void) { return range_avx2; }
