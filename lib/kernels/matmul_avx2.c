@@ -306,8 +306,9 @@ static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
  * 32 rows 0.73 / 0.62-0.65 / 0.45 / 0.27 -> 0.87 / 0.75-0.82 / 0.52 /
  * 0.30, F16 8 / 16 rows 0.61 / 0.28 -> 0.64 / 0.31, 128 rows (prefill)
  * the same. Prefetching the next group in the second chunk of x rows:
- * F32 no better than without, F16 0.85-0.90x; F32 prefetched a row ahead
- * like F16: no better. */
+ * F32 no better than without, F16 0.85-0.90x; spread over all the later
+ * chunks, F32 16 / 8 rows 0.90 / 0.94x (step time, alternated in one
+ * process); F32 prefetched a row ahead like F16: no better. */
 #define FX_MM_GROUP_ROWS 8
 
 static FX_AVX2 void range_groups(const fx_mm_job *job, size_t n0,
