@@ -305,7 +305,9 @@ static void test_invariance_q8_0(void **state) {
 
 /* R16: N = 1 (one short tile of one row), 3, 15, 16 (one full tile), 17,
  * 31, 33, 47, 100, 200 (full tiles and a short last one, several tasks
- * per thread), then a short last tile of every size 1..15 behind two full
+ * per thread), 300 and 600 (3 and 5 whole tiles in a 2-thread task: the
+ * AVX2 one-row path pairs tiles and leaves an odd one, and on one thread
+ * 6-tile tasks), then a short last tile of every size 1..15 behind two full
  * ones; K with odd and even block counts (1, 3, 5, 9, 17 and 2, 32, 88
  * blocks: pairs of blocks and a lone last block); M from 1 to 150 (the
  * batches of check_invariance: one-tile, small-M and large-M paths). */
@@ -314,7 +316,8 @@ static void test_invariance_q8_0_r16(void **state) {
     const shape shapes[] = {{37, 1, 32},    {37, 3, 96},    {37, 15, 64},
                             {37, 16, 1024}, {70, 17, 288},  {37, 31, 160},
                             {150, 33, 96},  {40, 47, 2816}, {70, 100, 544},
-                            {9, 16, 32},    {40, 200, 64},  {9, 5, 2816}};
+                            {9, 16, 32},    {40, 200, 64},  {9, 5, 2816},
+                            {9, 300, 64},   {9, 600, 32}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_invariance(FX_WTYPE_Q8_0_R16, shapes[s]);
     for (size_t r = 1; r < FX_R16_ROWS; r++) {
