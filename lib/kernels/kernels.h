@@ -307,6 +307,11 @@ typedef struct fx_kernels_params {
                                   measured best on this CPU
                                   (matmul_avx512.c), SIZE_MAX: never.
                                   Same bits either way. */
+    size_t x_block_bytes; /* the AVX2 float tiles above 4 x rows take x
+                             in blocks of rows of at most this many bytes
+                             (at least 4 rows); 0 (the default):
+                             FX_MM_X_BLOCK_BYTES (matmul_avx2.c). Same
+                             bits at any value. */
 } fx_kernels_params;
 
 void fx_kernels_params_init(fx_kernels_params *p);

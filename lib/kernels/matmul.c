@@ -36,6 +36,7 @@ struct fx_kernels {
     size_t fast_min_m;
     size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
     size_t r12_pf_bytes;   /* fx_mm_job.r12_pf_bytes */
+    size_t x_block_bytes;  /* fx_mm_job.x_block_bytes */
     fx_fast_blas fast_mode;
     /* OpenBLAS for FX_MATMUL_FAST, loaded at the first fast call that it
      * could take (blas_ready): */
@@ -304,6 +305,8 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->r12_pf_bytes = p.r12_prefetch_bytes == SIZE_MAX ? 0
                        : p.r12_prefetch_bytes ? p.r12_prefetch_bytes
                                               : fx_r12_dual_prefetch_bytes();
+    kc->x_block_bytes = p.x_block_bytes ? p.x_block_bytes
+                                        : FX_MM_X_BLOCK_BYTES;
     kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
@@ -615,6 +618,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
             .q8_pf_min_m = kc->q8_pf_min_m,
             .r12_pf_bytes = kc->r12_pf_bytes,
+            .x_block_bytes = kc->x_block_bytes,
         };
         run.range[j] = kc->range[type_index(o->wtype)];
         const job_plan pl = plan_job(kc, m, o, threads);

@@ -23,7 +23,8 @@
  * N = K = 4096 93-105 -> 107-118 GFLOP/s. Forward pass of the 246M
  * model, ferrox-bench: F32 16 rows 125-132 -> 188-194 tok/s, 32 rows
  * 164-182 -> 237-240; F16 prefill 310-331 -> 378-394, 16 rows 179-180 ->
- * 272-294. Only 2048^3 is behind sgemm (92 against 140-160 GFLOP/s).
+ * 272-294. Only 2048^3 is behind sgemm (92 against 140-160 GFLOP/s;
+ * 103-115 since x is taken in blocks, x_block_rows).
  */
 #include "matmul_impl.h"
 
@@ -311,6 +312,22 @@ static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
  * process); F32 prefetched a row ahead like F16: no better. */
 #define FX_MM_GROUP_ROWS 8
 
+/* x rows per block of range_groups: x_block_bytes of them, a multiple
+ * of 4 (the tile's rows), at least 4. Every row group of W meets all x
+ * rows of a block, block by block (W is read once per block): where x
+ * and W together outgrow the last-level cache, a task used to fetch all
+ * of x from memory for each of its row groups. Measured on a Zen 3 (2
+ * threads, 1 MiB blocks against none, alternated 15 times in one
+ * process, medians): 2048^3 87-93 -> 103-115 GFLOP/s (256 KiB - 2 MiB
+ * within noise of each other, 4 MiB 106, 8 MiB 99); M = 1024, N = 1024,
+ * K = 2816 110 -> 114; M = 512, N = K = 4096 and the prefill shapes
+ * (M = 128, K = 2816, two blocks) the same. */
+static size_t x_block_rows(const fx_mm_job *job) {
+    const size_t rows = job->x_block_bytes / (job->k * sizeof(float)) &
+                        ~(size_t)3;
+    return rows < 4 ? 4 : rows;
+}
+
 static FX_AVX2 void range_groups(const fx_mm_job *job, size_t n0,
                                  size_t n1) {
     const int ti = type_index(job->type);
@@ -321,17 +338,21 @@ static FX_AVX2 void range_groups(const fx_mm_job *job, size_t n0,
     const float *xr[4];
     float *yr[4], *yn[4];
     const uint8_t *wr[3];
-    for (size_t r0 = 0; r0 < s; r0 += FX_MM_GROUP_ROWS) {
-        const size_t r1 = min_sz(r0 + FX_MM_GROUP_ROWS, s);
-        for (size_t m = 0; m < job->m; m += 4) {
-            const size_t mr = min_sz(4, job->m - m);
-            chunk_rows(job, m, mr, xr, yr);
-            for (size_t r = r0; r < r1; r++) {
-                for (size_t j = 0; j < 3; j++)
-                    wr[j] = job->w + (n0 + j * s + r) * job->row_bytes;
-                for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n0 + r;
-                tiles[ti][mr - 1][2](xr, wr, job->k, m == 0 ? pf_first : 0,
-                                     yn, s);
+    const size_t mblk = x_block_rows(job);
+    for (size_t mb0 = 0; mb0 < job->m; mb0 += mblk) {
+        const size_t mb1 = min_sz(mb0 + mblk, job->m);
+        for (size_t r0 = 0; r0 < s; r0 += FX_MM_GROUP_ROWS) {
+            const size_t r1 = min_sz(r0 + FX_MM_GROUP_ROWS, s);
+            for (size_t m = mb0; m < mb1; m += 4) {
+                const size_t mr = min_sz(4, mb1 - m);
+                chunk_rows(job, m, mr, xr, yr);
+                for (size_t r = r0; r < r1; r++) {
+                    for (size_t j = 0; j < 3; j++)
+                        wr[j] = job->w + (n0 + j * s + r) * job->row_bytes;
+                    for (size_t i = 0; i < mr; i++) yn[i] = yr[i] + n0 + r;
+                    tiles[ti][mr - 1][2](xr, wr, job->k,
+                                         m == mb0 ? pf_first : 0, yn, s);
+                }
             }
         }
     }

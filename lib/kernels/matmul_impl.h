@@ -27,6 +27,9 @@ typedef struct fx_mm_job {
      * stream is prefetched in software, bytes; 0: not at all
      * (fx_kernels_params.r12_prefetch_bytes). */
     size_t r12_pf_bytes;
+    /* AVX2 float tiles above 4 x rows: x rows in blocks of at most this
+     * many bytes (fx_kernels_params.x_block_bytes, never 0). */
+    size_t x_block_bytes;
 } fx_mm_job;
 
 /* Blocking of the AVX-512 large-M path (the AVX2 path streams at every M,
@@ -131,6 +134,10 @@ fx_mm_range_fn fx_mm_q8_avx512_range(void);
 /* The default of fx_kernels_params.q8_prefetch_min_m for this CPU
  * (matmul_q8_avx512.c says why). */
 size_t fx_q8_r16_prefetch_min_m(void);
+/* The default of fx_kernels_params.x_block_bytes: 1 MiB, see
+ * range_groups in matmul_avx2.c. */
+#define FX_MM_X_BLOCK_BYTES ((size_t)1 << 20)
+
 /* The default of fx_kernels_params.r12_prefetch_bytes for this CPU
  * (matmul_avx512.c says why); 0: none. */
 size_t fx_r12_dual_prefetch_bytes(void);
