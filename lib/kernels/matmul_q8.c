@@ -233,6 +233,17 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i dot4(__m256i aw, __m256i w, __m256i x,
                              ones);
 }
 
+/* Marks v as live in a register here, computed by nothing the compiler
+ * can see. GCC reassociates the block sums p += dot4(...) (exact integer
+ * adds: it may) into a tree over all eight groups of a block, keeps every
+ * group's partial sum until the end of the block and spills them: 16
+ * stores and reloads per block in r16_dual1, 24 in the 4-row tile. With
+ * each sum pinned after its add the chains stay chains, in registers.
+ * Same operations, same bits; measured on a Zen 3 core, W in L2, M x
+ * rows a call: 1 row 1.01-1.12x, 2 rows 1.01-1.17x, 4 and 8 rows
+ * 1.27-1.39x. */
+#define FX_PIN(v) __asm__("" : "+x"(v))
+
 FX_ALWAYS_INLINE float xq_dx(const uint8_t *xr, size_t k, size_t b) {
     float dx;
     memcpy(&dx, xr + xq_d_off(k, b), sizeof dx);
@@ -314,9 +325,11 @@ FX_ALWAYS_INLINE FX_AVX2 void r16_tile(const int MR, const bool full,
                     memcpy(&x4, xr[i] + FX_QK8_0 * b + 4 * j, sizeof x4);
                     const __m256i xb = _mm256_set1_epi32(x4);
                     FX_UNROLL
-                    for (int hh = 0; hh < 2; hh++)
+                    for (int hh = 0; hh < 2; hh++) {
                         p[i][hh] = _mm256_add_epi32(
                             p[i][hh], dot4(aw[hh], w[hh], xb, ones));
+                        FX_PIN(p[i][hh]);
+                    }
                 }
             }
             FX_UNROLL
@@ -431,6 +444,7 @@ static FX_AVX2 void r16_dual1(const uint8_t *ta, const uint8_t *tb, size_t k,
                             flip);
                         p[hh] = _mm256_add_epi32(
                             p[hh], dot4(_mm256_abs_epi8(w), w, xb, ones));
+                        FX_PIN(p[hh]);
                     }
                 }
                 FX_UNROLL
