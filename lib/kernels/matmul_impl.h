@@ -35,10 +35,11 @@ typedef struct fx_mm_job {
 /* Blocking of the AVX-512 large-M path (the AVX2 path streams at every M,
  * matmul_avx2.c says why). Tasks split N in FX_MM_NTASK columns; a
  * task's columns are done in blocks of FX_MM_NC, rows in blocks of
- * FX_MM_MC, K in slabs of FX_MM_KC512. For each (row block, slab) the x block
- * and the W panel are copied (W converted to f32, exactly) into aligned
- * contiguous scratch, so the tile never splits a cache line and never
- * meets 4 KiB aliasing between rows. KC is a multiple of 8, so lane
+ * FX_MM_MC, K in slabs of FX_MM_KC512. For each (row block, slab) the W
+ * panel is copied (W converted to f32, exactly) into aligned contiguous
+ * scratch, so its loads never split a cache line; x is read in place, and
+ * copied into a padded block only when the slab ends in a partial group
+ * of 8 (K % 8 != 0). KC is a multiple of 8, so lane
  * k % 8 of a slab is lane k % 8 of the row: the 8-lane partial sums
  * carried between slabs are exactly the lanes of the single-pass
  * definition. (Q8_0 has its own paths and no slabs: matmul_q8*.c.) */
