@@ -35,7 +35,7 @@ typedef struct fx_mm_job {
 /* Blocking of the AVX-512 large-M path (the AVX2 path streams at every M,
  * matmul_avx2.c says why). Tasks split N in FX_MM_NTASK columns; a
  * task's columns are done in blocks of FX_MM_NC, rows in blocks of
- * FX_MM_MC, K in slabs of FX_MM_KC512. For each (row block, slab) the W
+ * FX_MM_MC (all at once when K is one slab), K in slabs of FX_MM_KC512. For each (row block, slab) the W
  * panel is copied (W converted to f32, exactly) into aligned contiguous
  * scratch, so its loads never split a cache line; x is read in place, and
  * copied into a padded block only when the slab ends in a partial group
