@@ -204,8 +204,8 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
         return;
     }
     const size_t esize = src == SRC_F32 ? 4 : 2;
-    /* pf (range_small says when): each row prefetches its twin in the
-     * next tile, 2 NP rows on, the next rows range_small reads, into L2
+    /* pf (range_groups says when): each row prefetches its twin in the
+     * next tile, 2 NP rows on, the next rows range_groups reads, into L2
      * only (as the R12 tiles: L1 lost the lines before their use; F16
      * rows from the file mapping, 246M forward pass, alternated: 1.44-
      * 1.48x at 3-4 rows, 1.10x at 16). */
@@ -247,16 +247,18 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
 
 /* One tile over one K slab. part (8 floats per output, row stride part_ld
  * floats; pair j at part + 16 j) carries the lanes between slabs: first
- * starts from +0, last reduces into y (pair j of row i to yr[i][2j] and
- * yr[i][2j+1]). half: the last pair has only its low column; its high
- * half is computed on a stand-in and never stored. */
+ * starts from +0, last reduces into y (pair j of row i to yr[i][2j ys] and
+ * yr[i][(2j+1) ys]: ys is 1 but where the tile's columns are rows far
+ * apart, range_streams). half: the last pair has only its low column; its
+ * high half is computed on a stand-in and never stored. */
 FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
                                      const int src, const int tiled,
                                      const float *const *xr,
                                      const uint8_t *const *wr, size_t kn,
                                      size_t wstride, float *part,
                                      size_t part_ld, bool first, bool last,
-                                     bool half, bool pf, float *const *yr) {
+                                     bool half, bool pf, float *const *yr,
+                                     size_t ys) {
     __m512 acc[FX_MR_MAX][FX_NP_MAX];
     FX_UNROLL
     for (int i = 0; i < MR; i++)
@@ -276,8 +278,8 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
             if (last) {
                 float lo, hi;
                 reduce_pair(acc[i][j], &lo, &hi);
-                yr[i][2 * j] = lo;
-                if (!h) yr[i][2 * j + 1] = hi;
+                yr[i][2 * j * ys] = lo;
+                if (!h) yr[i][(2 * j + 1) * ys] = hi;
             } else {
                 _mm512_mask_storeu_ps(part + i * part_ld + j * 16,
                                       h ? 0x00ff : 0xffff, acc[i][j]);
@@ -291,16 +293,16 @@ FX_ALWAYS_INLINE FX_AVX512 void tile(const int MR, const int NP,
 typedef void (*tile_fn)(const float *const *xr, const uint8_t *const *wr,
                         size_t kn, size_t wstride, float *part,
                         size_t part_ld, bool first, bool last, bool half,
-                        bool pf, float *const *yr);
+                        bool pf, float *const *yr, size_t ys);
 
 /* S: a source, | TILED for its R12 form (NAME ending in t). */
 #define FX_TILE_FN(MR, NP, S, NAME)                                          \
     static FX_AVX512 void t##MR##x##NP##_##NAME(                            \
         const float *const *xr, const uint8_t *const *wr, size_t kn,         \
         size_t wstride, float *part, size_t part_ld, bool first, bool last,  \
-        bool half, bool pf, float *const *yr) {                              \
+        bool half, bool pf, float *const *yr, size_t ys) {                   \
         tile(MR, NP, (S) & 0xff, (S) >> 8, xr, wr, kn, wstride, part,        \
-             part_ld, first, last, half, pf, yr);                            \
+             part_ld, first, last, half, pf, yr, ys);                        \
     }
 #define FX_NP3(MR, S, N)                                                     \
     FX_TILE_FN(MR, 1, S, N) FX_TILE_FN(MR, 2, S, N) FX_TILE_FN(MR, 3, S, N)
@@ -385,8 +387,8 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
  * find its rows in L1/L2 and never prefetch. */
 #define FX_MM_PF_MIN_M 3
 
-static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
-                                  size_t n1) {
+static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
+                                   size_t n1) {
     const int src = src_of(job->type);
     const bool pf = src != SRC_F32 && job->m >= FX_MM_PF_MIN_M;
     for (size_t n = n0; n < n1; n += FX_MM_GROUP512) {
@@ -411,11 +413,54 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                     yn[i] = job->y + (m + i) * job->ldy + n + 2 * p;
                 tiles[src][mr - 1][np - 1](xr, wr + 2 * p, job->k, 0, NULL,
                                            0, true, true, half, pf && m == 0,
-                                           yn);
+                                           yn, 1);
                 p += np;
             }
         }
     }
+}
+
+/* F32 rows, up to FX_MR_MAX x rows (one pass of the tile over W, nothing
+ * of W reused): the widest tile's 2 NP rows are 2 NP streams far apart.
+ * Row r of stream c is row n0 + c * s + r (s = the range's rows / 2 NP),
+ * so each stream walks forward through consecutive rows (32 KiB of them
+ * in a task of 96 columns at K = 1024, one row in range_groups' tiles of
+ * adjacent rows, where the hardware prefetcher kept starting over). The
+ * rows left over (< 2 NP) go through range_groups. Same bits: each
+ * output is one tile's lanes over all of K; only where it is stored
+ * moves. (F16 and BF16 rows, from the file mapping or of odd N, keep
+ * range_groups with its twin prefetch, which assumes adjacent rows.)
+ * The AVX2 path did the same first (matmul_avx2.c, range_streams).
+ * Measured on Zen 4 (2 threads, no R12 for F32 there: the 246M model's
+ * decode matmuls in order, the two forms alternated pass by pass, 40
+ * passes each, medians; three rounds): 1 row 1.02 / 1.08 / 0.995x, 2
+ * rows 1.05 / 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 /
+ * 1.035 / 1.085x. */
+static FX_AVX512 void range_streams(const fx_mm_job *job, size_t n0,
+                                    size_t n1) {
+    const size_t mr = job->m, np = (size_t)wide_np[mr - 1], ns = 2 * np;
+    const size_t s = (n1 - n0) / ns;
+    const tile_fn fn = tiles[SRC_F32][mr - 1][np - 1];
+    const float *xr[FX_MR_MAX];
+    for (size_t i = 0; i < mr; i++) xr[i] = job->x + i * job->ldx;
+    for (size_t r = 0; r < s; r++) {
+        const uint8_t *wr[2 * FX_NP_MAX];
+        float *yn[FX_MR_MAX];
+        for (size_t c = 0; c < ns; c++)
+            wr[c] = job->w + (n0 + c * s + r) * job->row_bytes;
+        for (size_t i = 0; i < mr; i++) yn[i] = job->y + i * job->ldy + n0 + r;
+        fn(xr, wr, job->k, 0, NULL, 0, true, true, false, false, yn, s);
+    }
+    if (n0 + ns * s < n1) range_groups(job, n0 + ns * s, n1);
+}
+
+static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
+                                  size_t n1) {
+    if (src_of(job->type) == SRC_F32 && job->m <= FX_MR_MAX &&
+        n1 - n0 >= 2 * (size_t)wide_np[job->m - 1])
+        range_streams(job, n0, n1);
+    else
+        range_groups(job, n0, n1);
 }
 
 /* R12 weights: tiles in order, each read from memory once (one stream:
@@ -473,7 +518,7 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
                 tiles_r12[src][mr - 1][np - 1](xr, wr, job->k, wstride, NULL,
                                                0, true, true, false,
                                                pf_tile && m == 0 && p == 0,
-                                               yn);
+                                               yn, 1);
                 p += np;
             }
         }
@@ -778,7 +823,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                                         ? part
                                         : part + m * part_ld + 2 * p * 8;
                         row[np - 1](xr, wr, kp, 0, pt, part_ld, first, last,
-                                    half, false, yn);
+                                    half, false, yn, 1);
                     }
                 }
             }
