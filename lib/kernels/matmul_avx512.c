@@ -420,44 +420,69 @@ static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
     }
 }
 
-/* F32 rows, up to FX_MR_MAX x rows (one pass of the tile over W, nothing
- * of W reused): the widest tile's 2 NP rows are 2 NP streams far apart.
- * Row r of stream c is row n0 + c * s + r (s = the range's rows / 2 NP),
- * so each stream walks forward through consecutive rows (32 KiB of them
- * in a task of 96 columns at K = 1024, one row in range_groups' tiles of
- * adjacent rows, where the hardware prefetcher kept starting over). The
- * rows left over (< 2 NP) go through range_groups. Same bits: each
- * output is one tile's lanes over all of K; only where it is stored
- * moves. (F16 and BF16 rows, from the file mapping or of odd N, keep
- * range_groups with its twin prefetch, which assumes adjacent rows.)
- * The AVX2 path did the same first (matmul_avx2.c, range_streams).
- * Measured on Zen 4 (2 threads, no R12 for F32 there: the 246M model's
- * decode matmuls in order, the two forms alternated pass by pass, 40
- * passes each, medians; three rounds): 1 row 1.02 / 1.08 / 0.995x, 2
- * rows 1.05 / 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 /
- * 1.035 / 1.085x. */
+/* F32 rows: the tile's 2 NP rows are 2 NP streams far apart. Row r of
+ * stream c is row n0 + c * s + r (s = the range's rows / 2 NP), so each
+ * stream walks forward through consecutive rows, where range_groups'
+ * tiles of adjacent rows read 2 NP streams one row long (4 KiB at K =
+ * 1024) and the hardware prefetcher kept starting over. The rows left
+ * over (< 2 NP) go through range_groups. Same bits: each output is one
+ * tile's lanes over all of K; only where it is stored moves. (F16 and
+ * BF16 rows, from the file mapping or of odd N, keep range_groups with
+ * its twin prefetch, which assumes adjacent rows.) The AVX2 path did the
+ * same first (matmul_avx2.c, range_streams and range_groups).
+ *
+ * Up to FX_MR_MAX x rows the whole call is one pass of the widest tile
+ * over W. Measured on Zen 4 (2 threads, no R12 for F32 there: the 246M
+ * model's decode matmuls in order, the two forms alternated pass by pass,
+ * 30-40 passes each, medians; three rounds): 1 row 1.02 / 1.08 / 0.995x,
+ * 2 rows 1.05 / 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 /
+ * 1.035 / 1.085x.
+ *
+ * More x rows: the 3-pair tile (six streams) in groups of
+ * FX_MM_STREAM_GROUP rows a stream, which the first chunk of 8 x rows
+ * reads from memory and the later chunks find in L2. The second chunk,
+ * computing from L2, also prefetches into L2 each stream's row 2 NP = 6
+ * rows on (tile_k's twin prefetch: two groups ahead), so memory works
+ * while the group computes. Same harness: 9 / 12 / 16 / 32 rows 1.075 /
+ * 1.04 / 1.08-1.09 / 1.05x with groups of 6 rows, 16 rows 1.11-1.13x
+ * with groups of 2 or 3, 1.09-1.14x with 4 (without the prefetch, groups
+ * of 6: 1.045x; prefetching in the first chunk instead: 1.044x). */
+#define FX_MM_STREAM_GROUP 3
+
 static FX_AVX512 void range_streams(const fx_mm_job *job, size_t n0,
                                     size_t n1) {
-    const size_t mr = job->m, np = (size_t)wide_np[mr - 1], ns = 2 * np;
-    const size_t s = (n1 - n0) / ns;
-    const tile_fn fn = tiles[SRC_F32][mr - 1][np - 1];
-    const float *xr[FX_MR_MAX];
-    for (size_t i = 0; i < mr; i++) xr[i] = job->x + i * job->ldx;
-    for (size_t r = 0; r < s; r++) {
-        const uint8_t *wr[2 * FX_NP_MAX];
-        float *yn[FX_MR_MAX];
-        for (size_t c = 0; c < ns; c++)
-            wr[c] = job->w + (n0 + c * s + r) * job->row_bytes;
-        for (size_t i = 0; i < mr; i++) yn[i] = job->y + i * job->ldy + n0 + r;
-        fn(xr, wr, job->k, 0, NULL, 0, true, true, false, false, yn, s);
+    const bool one_pass = job->m <= FX_MR_MAX;
+    const size_t np = one_pass ? (size_t)wide_np[job->m - 1] : 3;
+    const size_t ns = 2 * np, s = (n1 - n0) / ns;
+    const size_t g = one_pass ? s : FX_MM_STREAM_GROUP;
+    for (size_t r0 = 0; r0 < s; r0 += g) {
+        const size_t r1 = min_sz(r0 + g, s);
+        for (size_t m = 0; m < job->m; m += FX_MR_MAX) {
+            const size_t mr = min_sz(FX_MR_MAX, job->m - m);
+            const tile_fn fn = tiles[SRC_F32][mr - 1][np - 1];
+            const float *xr[FX_MR_MAX];
+            for (size_t i = 0; i < mr; i++)
+                xr[i] = job->x + (m + i) * job->ldx;
+            for (size_t r = r0; r < r1; r++) {
+                const uint8_t *wr[2 * FX_NP_MAX];
+                float *yn[FX_MR_MAX];
+                for (size_t c = 0; c < ns; c++)
+                    wr[c] = job->w + (n0 + c * s + r) * job->row_bytes;
+                for (size_t i = 0; i < mr; i++)
+                    yn[i] = job->y + (m + i) * job->ldy + n0 + r;
+                const bool pf = m == FX_MR_MAX && r + ns < s;
+                fn(xr, wr, job->k, 0, NULL, 0, true, true, false, pf, yn, s);
+            }
+        }
     }
     if (n0 + ns * s < n1) range_groups(job, n0 + ns * s, n1);
 }
 
 static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                                   size_t n1) {
-    if (src_of(job->type) == SRC_F32 && job->m <= FX_MR_MAX &&
-        n1 - n0 >= 2 * (size_t)wide_np[job->m - 1])
+    const size_t ns =
+        job->m <= FX_MR_MAX ? 2 * (size_t)wide_np[job->m - 1] : 6;
+    if (src_of(job->type) == SRC_F32 && n1 - n0 >= ns)
         range_streams(job, n0, n1);
     else
         range_groups(job, n0, n1);
