@@ -420,7 +420,7 @@ static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
     }
 }
 
-/* F32 rows: the tile's 2 NP rows are 2 NP streams far apart. Row r of
+/* F32 rows: a tile's 2 NP rows are 2 NP streams far apart. Row r of
  * stream c is row n0 + c * s + r (s = the range's rows / 2 NP), so each
  * stream walks forward through consecutive rows, where range_groups'
  * tiles of adjacent rows read 2 NP streams one row long (4 KiB at K =
@@ -431,12 +431,18 @@ static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
  * its twin prefetch, which assumes adjacent rows.) The AVX2 path did the
  * same first (matmul_avx2.c, range_streams and range_groups).
  *
- * Up to FX_MR_MAX x rows the whole call is one pass of the widest tile
- * over W. Measured on Zen 4 (2 threads, no R12 for F32 there: the 246M
- * model's decode matmuls in order, the two forms alternated pass by pass,
- * 30-40 passes each, medians; three rounds): 1 row 1.02 / 1.08 / 0.995x,
- * 2 rows 1.05 / 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 /
- * 1.035 / 1.085x.
+ * Up to FX_MR_MAX x rows the whole call is one pass of a tile over W:
+ * 4 pairs (8 streams) up to 4 x rows, 3 (6 streams) above. Measured on
+ * Zen 4 (2 threads, no R12 for F32 there: the 246M model's decode matmuls
+ * in order, the two forms alternated pass by pass, 30-40 passes each,
+ * medians), streams against adjacent rows, with the widest tiles (6 pairs
+ * up to 2 rows, three rounds): 1 row 1.02 / 1.08 / 0.995x, 2 rows 1.05 /
+ * 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 / 1.035 / 1.085x.
+ * Then fewer, longer streams at 1 and 2 rows against those 12: 8 streams
+ * 1.03-1.06x at 1 row (five rounds), 1.035-1.057x at 2 (three); 6
+ * streams 1.02-1.05x / 1.056x, 4 streams 1.05x / 0.98x, 2 streams 1.04x
+ * at 1 row; at 4 rows 6 or 4 streams instead of 8 0.97-1.01x. (On Zen 5,
+ * before the streams, fewer adjacent rows per tile had lost: 0.63-0.95x.)
  *
  * More x rows: the 3-pair tile (six streams) in groups of
  * FX_MM_STREAM_GROUP rows a stream, which the first chunk of 8 x rows
@@ -452,7 +458,7 @@ static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
 static FX_AVX512 void range_streams(const fx_mm_job *job, size_t n0,
                                     size_t n1) {
     const bool one_pass = job->m <= FX_MR_MAX;
-    const size_t np = one_pass ? (size_t)wide_np[job->m - 1] : 3;
+    const size_t np = job->m <= 4 ? 4 : 3;
     const size_t ns = 2 * np, s = (n1 - n0) / ns;
     const size_t g = one_pass ? s : FX_MM_STREAM_GROUP;
     for (size_t r0 = 0; r0 < s; r0 += g) {
@@ -480,8 +486,7 @@ static FX_AVX512 void range_streams(const fx_mm_job *job, size_t n0,
 
 static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
                                   size_t n1) {
-    const size_t ns =
-        job->m <= FX_MR_MAX ? 2 * (size_t)wide_np[job->m - 1] : 6;
+    const size_t ns = job->m <= 4 ? 8 : 6; /* range_streams' streams */
     if (src_of(job->type) == SRC_F32 && n1 - n0 >= ns)
         range_streams(job, n0, n1);
     else
