@@ -53,18 +53,46 @@ static void on_event(const fx_event *ev) {
  * the temperature rows on both threads). */
 static uint32_t session_threads = 1;
 
+/* Small batchers counting (or failing) their allocations through f:
+ * steps of 16 tokens, blocks of 8. */
+static fx_batcher_params small_params(fx_fault_alloc *f, uint32_t threads,
+                                      uint32_t max_rows, uint32_t n_ctx) {
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.n_threads = threads;
+    p.max_rows = max_rows;
+    p.max_step_tokens = 16;
+    p.n_ctx = n_ctx;
+    p.block_tokens = 8;
+    p.allocator = fx_fault_allocator(f);
+    return p;
+}
+
+/* A grammar rows can always continue under (the test model's tokens). */
+static const char grammar[] =
+    "root ::= (\"<t7>\" | \"<t9>\" | \"<t1\" [0-9] \">\")+\n";
+
+/* Row i's request of a mixed batch: a prompt of 6 + 2 i tokens (prompt[]
+ * holds them; salt makes another batch's), greedy for even i, sampled for
+ * odd, stops[0] for row 3; EOS ignored. */
+static void mixed_request(fx_request *r, int32_t prompt[16], int i, int salt,
+                          const char **stops) {
+    for (int k = 0; k < 16; k++) prompt[k] = 3 + (i * 7 + k * 5 + salt) % 60;
+    fx_request_init(r);
+    r->prompt_tokens = prompt;
+    r->n_prompt_tokens = 6 + (size_t)i * 2;
+    r->temperature = i % 2 ? 0.9f : 0;
+    r->seed = (uint64_t)i;
+    r->stop = stops;
+    r->n_stop = (size_t)(i == 3);
+    r->flags = FX_REQUEST_IGNORE_EOS;
+}
+
 /* One scripted session; returns the step/submit statuses it met folded
  * into a count of failures, and fills res[] with each row's outcome. */
 static int session(fx_model *m, fx_fault_alloc *f, result res[ROWS]) {
     memset(res, 0, sizeof(result) * ROWS);
-    fx_batcher_params p;
-    fx_batcher_params_init(&p);
-    p.n_threads = session_threads;
-    p.max_rows = 2;
-    p.max_step_tokens = 16;
-    p.n_ctx = 96;
-    p.block_tokens = 8;
-    p.allocator = fx_fault_allocator(f);
+    fx_batcher_params p = small_params(f, session_threads, 2, 96);
     fx_batcher *b = NULL;
     char err[256];
     int failures = 0;
@@ -80,21 +108,12 @@ static int session(fx_model *m, fx_fault_alloc *f, result res[ROWS]) {
     const char *stops[1] = {"<t4"};
     /* Row 4 is a text prompt (tokenized at submit) under a grammar
      * (compiled at submit); row 5 asks for logprobs (TOKEN events). */
-    const char *grammar = "root ::= (\"<t7>\" | \"<t9>\" | \"<t1\" [0-9] \">\")+\n";
     for (int i = 0; i < ROWS; i++) {
         int32_t prompt[16];
-        for (int k = 0; k < 16; k++) prompt[k] = 3 + (i * 7 + k * 5) % 60;
         fx_request r;
-        fx_request_init(&r);
-        r.prompt_tokens = prompt;
-        r.n_prompt_tokens = 6 + (size_t)i * 2;
+        mixed_request(&r, prompt, i, 0, stops);
         r.max_tokens = 10;
-        r.temperature = i % 2 ? 0.9f : 0;
-        r.seed = (uint64_t)i;
-        r.stop = stops;
-        r.n_stop = (size_t)(i == 3);
         r.lease = i == 2 ? lease : NULL;
-        r.flags = FX_REQUEST_IGNORE_EOS;
         if (i == 4) {
             r.prompt = "hello <t5> world";
             r.prompt_len = strlen(r.prompt);
@@ -405,35 +424,18 @@ static void test_warm_steps_allocate_nothing(void **state) {
     char err[256];
     assert_int_equal(fx_model_load(model_path, NULL, &m, err, sizeof err), FX_OK);
     const char *stops[1] = {"<t4"};
-    const char *grammar = "root ::= (\"<t7>\" | \"<t9>\" | \"<t1\" [0-9] \">\")+\n";
     for (uint32_t threads = 1; threads <= 2; threads++) {
         fx_fault_alloc f = {0};
-        fx_batcher_params p;
-        fx_batcher_params_init(&p);
-        p.n_threads = threads;
-        p.max_rows = 4;
-        p.max_step_tokens = 16;
-        p.n_ctx = 128;
-        p.block_tokens = 8;
-        p.allocator = fx_fault_allocator(&f);
+        fx_batcher_params p = small_params(&f, threads, 4, 128);
         fx_batcher *b = NULL;
         assert_int_equal(fx_batcher_create(m, &p, &b, err, sizeof err), FX_OK);
         for (int round = 0; round < 3; round++) {
             for (int i = 0; i < 4; i++) {
                 int32_t prompt[16];
-                for (int k = 0; k < 16; k++)
-                    prompt[k] = 3 + (i * 7 + k * 5 + round * 13) % 60;
                 fx_request r;
-                fx_request_init(&r);
-                r.prompt_tokens = prompt;
-                r.n_prompt_tokens = 6 + (size_t)i * 2;
+                mixed_request(&r, prompt, i, round * 13, stops);
                 r.max_tokens = 20;
-                r.temperature = i % 2 ? 0.9f : 0;
                 r.top_p = 0.9f;
-                r.seed = (uint64_t)i;
-                r.stop = stops;
-                r.n_stop = (size_t)(i == 3);
-                r.flags = FX_REQUEST_IGNORE_EOS;
                 if (i == 2) {
                     r.grammar = grammar;
                     r.grammar_len = strlen(grammar);
