@@ -1,17 +1,19 @@
-# npc-demo runs out of the box on a small synthetic model made here, at
-# build time, with the real Llama 2 vocabulary when ../shared has it.
-set(NPC_MODEL ${CMAKE_CURRENT_BINARY_DIR}/npc-model.gguf)
-set(_npc_vocab --vocab 512)
-if(EXISTS ${FX_SHARED_DIR}/vocab/ggml-vocab-llama-spm.gguf)
-  set(_npc_vocab --vocab-from ${FX_SHARED_DIR}/vocab/ggml-vocab-llama-spm.gguf)
-endif()
-add_custom_command(OUTPUT ${NPC_MODEL}
+# The demo model trained for ferrox (models/README.md): npc-demo and the
+# short examples (ecosystem.cmake) run on it when given no --model.
+set(FX_DEMO_MODEL ${PROJECT_SOURCE_DIR}/models/npc-tiny-f16.gguf)
+
+# A synthetic model with random weights and the real Llama 2 vocabulary
+# (tests/data), made at build time: the binding tests and the checks that
+# need a model without a chat template run on it.
+set(FX_SYNTHETIC_MODEL ${CMAKE_CURRENT_BINARY_DIR}/synthetic-model.gguf)
+add_custom_command(OUTPUT ${FX_SYNTHETIC_MODEL}
   COMMAND ferrox-mkmodel --dim 256 --layers 4 --heads 8 --kv-heads 4
-          --ffn 768 --ctx 2048 --tied --seed 7 ${_npc_vocab} -o ${NPC_MODEL}
+          --ffn 768 --ctx 2048 --tied --seed 7
+          --vocab-from ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf
+          -o ${FX_SYNTHETIC_MODEL}
   DEPENDS ferrox-mkmodel
-  COMMENT "Making the synthetic model npc-demo runs on")
-add_custom_target(npc-model ALL DEPENDS ${NPC_MODEL})
+  COMMENT "Making the synthetic model the binding tests run on")
+add_custom_target(synthetic-model ALL DEPENDS ${FX_SYNTHETIC_MODEL})
 
 fx_add_example(npc-demo npc-demo.c)
-target_compile_definitions(npc-demo PRIVATE NPC_DEFAULT_MODEL="${NPC_MODEL}")
-add_dependencies(npc-demo npc-model)
+target_compile_definitions(npc-demo PRIVATE NPC_DEFAULT_MODEL="${FX_DEMO_MODEL}")

@@ -14,8 +14,8 @@
  *
  * The user turns are scripted, so the program runs unattended; --stdin
  * reads them from standard input instead, one line per turn. Without
- * --model it runs on the small synthetic model the build makes (random
- * weights: the replies are nonsense, the reuse is real). A model without
+ * --model it runs on models/npc-tiny-f16.gguf, the small demo model
+ * trained on generated tavern dialogue (models/README.md). A model without
  * a chat template gets "chatml" unless --template names another family.
  */
 #include <ferrox.h>
@@ -25,17 +25,18 @@
 #include <string.h>
 
 #ifndef EXAMPLE_DEFAULT_MODEL
-#define EXAMPLE_DEFAULT_MODEL "npc-model.gguf"
+#define EXAMPLE_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
 
 #define MAX_MESSAGES 64
 
-static const char SYSTEM[] = "You are a concise, friendly assistant.";
+static const char SYSTEM[] =
+    "You are Marta, the innkeeper of Ashford. You are cheerful.";
 static const char *const SCRIPT[] = {
-    "Hello! Who are you?",
-    "What is the capital of France?",
-    "And roughly how many people live there?",
-    "Thanks. Sum up our conversation in one sentence.",
+    "Hello!",
+    "Do you have a room for the night?",
+    "Heard any rumours?",
+    "Thanks, see you later.",
 };
 #define N_SCRIPT (sizeof SCRIPT / sizeof *SCRIPT)
 
@@ -189,7 +190,7 @@ int main(int argc, char **argv) {
     fx_batcher_params bp;
     fx_batcher_params_init(&bp);
     bp.max_rows = 1;
-    bp.n_ctx = 2048;
+    bp.n_ctx = 512;
     fx_batcher *b = NULL;
     st = fx_batcher_create(model, &bp, &b, err, sizeof err);
     if (st != FX_OK) {

@@ -1,11 +1,10 @@
-# Issue 10: three short programs to copy from -- hello (the whole API in one
-# page), chat-reuse (multi-turn chat on the prefix cache) and tool-call (a
-# grammar-constrained JSON answer, parsed and acted on). Like npc-demo they
-# run out of the box on the synthetic model batcher.cmake makes (NPC_MODEL);
-# a path on the command line replaces it.
+# Three short programs to copy from -- hello (the whole API in one page),
+# chat-reuse (multi-turn chat on the prefix cache) and tool-call (a
+# grammar-constrained JSON action, parsed and acted on). Like npc-demo they
+# run out of the box on the demo model (batcher.cmake); a path on the
+# command line replaces it.
 foreach(_fx_ex hello chat-reuse tool-call)
   fx_add_example(${_fx_ex} ${_fx_ex}.c)
   target_compile_definitions(${_fx_ex} PRIVATE
-    EXAMPLE_DEFAULT_MODEL="${NPC_MODEL}")
-  add_dependencies(${_fx_ex} npc-model)
+    EXAMPLE_DEFAULT_MODEL="${FX_DEMO_MODEL}")
 endforeach()

@@ -4,8 +4,9 @@
  *
  *   hello [MODEL.gguf]
  *
- * Without an argument it runs on the small synthetic model the build makes
- * (random weights: the words are nonsense, the calls are real).
+ * Without an argument it runs on models/npc-tiny-f16.gguf, the small demo
+ * model trained on generated tavern dialogue (models/README.md). The
+ * question goes through the model's chat template.
  */
 #include <ferrox.h>
 
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #ifndef EXAMPLE_DEFAULT_MODEL
-#define EXAMPLE_DEFAULT_MODEL "npc-model.gguf"
+#define EXAMPLE_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
 
 int main(int argc, char **argv) {
@@ -40,11 +41,31 @@ int main(int argc, char **argv) {
         goto out;
     }
 
+    /* The conversation, rendered by the model's own chat template. */
+    const fx_chat_message chat[2] = {
+        {"system", "You are Greta, the baker of Millbrook. You are cheerful.", 0},
+        {"user", "Is the bread fresh today?", 0}};
+    char prompt[1024];
+    size_t needed = 0;
+    if ((st = fx_chat_apply(model, NULL, chat, 2, FX_CHAT_ADD_ASSISTANT, prompt,
+                            sizeof prompt, &needed)) != FX_OK) {
+        fprintf(stderr, "hello: chat template: %s: %s\n", fx_status_str(st),
+                fx_model_errmsg(model));
+        goto out;
+    }
+    int32_t end_of_turn[4]; /* the template's end-of-turn tokens end the reply */
+    size_t n_end = 0;
+    if (fx_model_chat_stop_tokens(model, NULL, end_of_turn, 4, &n_end) != FX_OK)
+        n_end = 0;
+
     fx_request req;
     fx_request_init(&req);
-    req.prompt = "Once upon a time"; /* copied by fx_submit */
-    req.prompt_len = strlen(req.prompt);
-    req.max_tokens = 32;
+    req.prompt = prompt; /* copied by fx_submit */
+    req.prompt_len = strlen(prompt);
+    req.flags = FX_REQUEST_PARSE_SPECIAL; /* "<|im_start|>" is one token */
+    req.stop_tokens = end_of_turn;
+    req.n_stop_tokens = n_end;
+    req.max_tokens = 48;
     req.temperature = 0.8f;
     req.seed = 42; /* same seed, same text */
     fx_row *row;   /* names the row to fx_cancel or fx_row_release */
@@ -53,7 +74,7 @@ int main(int argc, char **argv) {
         goto out;
     }
 
-    printf("%s", req.prompt);
+    printf("Player: %s\nGreta: ", chat[1].content);
     while (!done) {
         if ((st = fx_step(b)) != FX_OK) { /* batcher-wide failures only */
             fprintf(stderr, "hello: %s: %s\n", fx_status_str(st), fx_batcher_errmsg(b));

@@ -24,3 +24,7 @@ else()
   find_library(FX_BENCH_OPENBLAS_LIBRARY openblas REQUIRED)
   target_link_libraries(ferrox-bench PRIVATE ${FX_BENCH_OPENBLAS_LIBRARY})
 endif()
+
+# Perplexity over a text file, as llama.cpp's llama-perplexity measures it;
+# it needs a prompt's logits, which the public API does not return.
+fx_add_internal_tool(ferrox-perplexity ferrox-perplexity.c)

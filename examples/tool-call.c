@@ -1,19 +1,21 @@
 /*
- * tool-call: a model answers with a JSON tool call that a GBNF grammar
- * holds to a fixed shape; the program parses it and calls a C function.
+ * tool-call: NPCs answer the player with a JSON action that a GBNF grammar
+ * holds to a fixed shape; the program parses it and lets the game act.
  *
  *   tool-call [--model M.gguf] [--seeds N]
  *
- * N requests (default 8), one per seed, run side by side in one batcher.
- * Each answer is constrained by GRAMMAR below, so whatever the weights --
- * even the random ones of the synthetic model the build makes, used when
- * there is no --model -- it is one of
+ * N requests (default 8), one per seed, run side by side in one batcher:
+ * an NPC persona told it may act, and a player's request. Each answer is
+ * constrained by GRAMMAR below, so whatever the weights it is one of
  *
- *   {"tool":"get_weather","args":{"city":"...","unit":"celsius"|"fahrenheit"}}
- *   {"tool":"set_timer","args":{"minutes":N,"label":"..."}}
+ *   {"action": "give"|"sell"|"buy", "item": "...", "qty": N[, "price": N]}
+ *   {"action": "open"|"close", "target": "..."}
+ *   {"action": "heal", "target": "player"}
  *
- * and parse_call below always understands it. The exit status is 0 only
- * if every answer was parsed and acted on.
+ * and parse_call below always understands it; the demo model
+ * (models/README.md, the default) also picks the action and item the
+ * player asked for. The exit status is 0 only if every answer was parsed
+ * and acted on.
  */
 #include <ferrox.h>
 
@@ -22,35 +24,41 @@
 #include <string.h>
 
 #ifndef EXAMPLE_DEFAULT_MODEL
-#define EXAMPLE_DEFAULT_MODEL "npc-model.gguf"
+#define EXAMPLE_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
 
-/* Every string is bounded ({0,23}) and every number too, so the longest
- * answer is 85 characters. Each token adds at least one character (the
+/* The shape of an NPC's action, as the demo model learned to write it.
+ * Every string is bounded ({0,23}) and every number too, so the longest
+ * answer is 87 characters. Each token adds at least one character (the
  * grammar never allows an empty one) and the end-of-sequence token is
  * forced once the closing brace leaves nothing else, so MAX_TOKENS
- * always reaches the end: an answer is never cut off mid-object. ["] is
- * a double quote, spelled as a class to keep the C string readable. */
+ * always reaches the end: an answer is never cut off mid-object. */
 static const char GRAMMAR[] =
-    "root    ::= \"{\" q \"tool\" q \":\" call \"}\"\n"
-    "call    ::= weather | timer\n"
-    "weather ::= q \"get_weather\" q \",\" q \"args\" q \":{\" city \",\" unit \"}\"\n"
-    "city    ::= q \"city\" q \":\" q name q\n"
-    "unit    ::= q \"unit\" q \":\" q (\"celsius\" | \"fahrenheit\") q\n"
-    "timer   ::= q \"set_timer\" q \",\" q \"args\" q \":{\" minutes \",\" label \"}\"\n"
-    "minutes ::= q \"minutes\" q \":\" [1-9] [0-9]?\n"
-    "label   ::= q \"label\" q \":\" q name q\n"
-    "name    ::= [A-Za-z] [A-Za-z ]{0,23}\n"
-    "q       ::= [\"]\n";
+    "root  ::= \"{\" q \"action\" q \": \" (trade | door | heal) \"}\"\n"
+    "trade ::= q (\"give\" | \"sell\" | \"buy\") q \", \" q \"item\" q \": \" str "
+    "\", \" q \"qty\" q \": \" num (\", \" q \"price\" q \": \" num)?\n"
+    "door  ::= q (\"open\" | \"close\") q \", \" q \"target\" q \": \" str\n"
+    "heal  ::= q \"heal\" q \", \" q \"target\" q \": \" q \"player\" q\n"
+    "str   ::= q [a-z] [a-z ]{0,23} q\n"
+    "num   ::= [1-9] [0-9]{0,2}\n"
+    "q     ::= [\"]\n";
 #define MAX_TOKENS 96
 
-static const char *const REQUESTS[] = {
-    "What is the weather like in Lisbon, in celsius?",
-    "Set a timer for 12 minutes called bread.",
-    "Is it cold in Oslo right now? Use fahrenheit.",
-    "Remind me in 5 minutes to call Ana.",
+/* Who is asked, and what. */
+static const struct ask {
+    const char *system, *line;
+} ASKS[] = {
+    {"You are Tobin, the merchant of Saltmere. You are proud.", "Sell me two ropes, please."},
+    {"You are Marta, the innkeeper of Ashford. You are cheerful.", "Could you give me three ales?"},
+    {"You are Elsie, the guard of Stonegate. You are weary.", "Please open the gate."},
+    {"You are Mira, the healer of Fernhaven. You are nervous.", "I am wounded, please help."},
+    {"You are Bram, the blacksmith of Ironholm. You are grumpy.", "I want to buy a dagger."},
+    {"You are Wren, the thief of Ravenmoor. You are nervous.", "Open the chest for me."},
+    {"You are Greta, the baker of Millbrook. You are cheerful.", "Please give me four pies."},
+    {"You are Rolf, the fisher of Coldbrook. You are grumpy.", "I'll buy five fish."},
 };
-#define N_REQUESTS (sizeof REQUESTS / sizeof *REQUESTS)
+#define N_ASKS (sizeof ASKS / sizeof *ASKS)
+#define ACT_HINT " When asked to act, answer with one JSON action."
 
 /* ---- a parser for the call's shape: any key order, any whitespace ---- */
 
@@ -111,27 +119,9 @@ static const char *integer(const char *p, long *out) {
     return p;
 }
 
-/* {"key": "text" | integer, ...} into c->args. */
-static const char *args_object(const char *p, call *c) {
-    if (*p++ != '{') return NULL;
-    if (*(p = ws(p)) == '}') return p + 1;
-    for (;;) {
-        if (c->n_args == MAX_ARGS) return NULL;
-        arg *a = &c->args[c->n_args++];
-        if (!(p = string(ws(p), a->key))) return NULL;
-        if (*(p = ws(p)) != ':') return NULL;
-        p = ws(p + 1);
-        a->is_number = *p != '"';
-        p = a->is_number ? integer(p, &a->number) : string(p, a->text);
-        if (!p) return NULL;
-        if (*(p = ws(p)) == '}') return p + 1;
-        if (*p++ != ',') return NULL;
-    }
-}
-
-/* {"tool": "name", "args": {...}} and nothing after it; 0 on success. */
+/* {"action": "name", "key": "text" | integer, ...} and nothing after it:
+ * the action into c->tool, the rest into c->args; 0 on success. */
 static int parse_call(const char *text, call *c) {
-    int have_tool = 0, have_args = 0;
     memset(c, 0, sizeof *c);
     const char *p = ws(text);
     if (*p++ != '{') return -1;
@@ -140,14 +130,21 @@ static int parse_call(const char *text, call *c) {
         if (!(p = string(ws(p), key))) return -1;
         if (*(p = ws(p)) != ':') return -1;
         p = ws(p + 1);
-        if (!strcmp(key, "tool") && !have_tool++) p = string(p, c->tool);
-        else if (!strcmp(key, "args") && !have_args++) p = args_object(p, c);
-        else return -1; /* an unknown or repeated key */
+        if (!strcmp(key, "action")) {
+            if (c->tool[0]) return -1; /* repeated */
+            p = string(p, c->tool);
+        } else {
+            if (c->n_args == MAX_ARGS) return -1;
+            arg *a = &c->args[c->n_args++];
+            memcpy(a->key, key, sizeof key);
+            a->is_number = *p != '"';
+            p = a->is_number ? integer(p, &a->number) : string(p, a->text);
+        }
         if (!p) return -1;
         if (*(p = ws(p)) == '}') break;
         if (*p++ != ',') return -1;
     }
-    return have_tool && have_args && *ws(p + 1) == '\0' ? 0 : -1;
+    return c->tool[0] && *ws(p + 1) == '\0' ? 0 : -1;
 }
 
 /* ---- the tools: local functions the answer selects ---- */
@@ -160,32 +157,44 @@ static const arg *find_arg(const call *c, const char *key, int number) {
     return NULL;
 }
 
-static int get_weather(const call *c, char *out, size_t cap) {
-    const arg *city = find_arg(c, "city", 0), *unit = find_arg(c, "unit", 0);
-    if (!city || !unit) return -1;
-    int fahrenheit = !strcmp(unit->text, "fahrenheit");
-    if (!fahrenheit && strcmp(unit->text, "celsius")) return -1;
-    /* A stand-in for a weather service: a temperature from the name. */
-    unsigned h = 0;
-    for (const char *s = city->text; *s; s++) h = h * 31u + (unsigned char)*s;
-    int celsius = (int)(h % 36u) - 5;
-    snprintf(out, cap, "%d degrees %s in %s",
-             fahrenheit ? celsius * 9 / 5 + 32 : celsius, unit->text, city->text);
+/* The game's side of each action: here it only says what happens. */
+static int trade(const call *c, char *out, size_t cap) {
+    const arg *item = find_arg(c, "item", 0), *qty = find_arg(c, "qty", 1);
+    const arg *price = find_arg(c, "price", 1);
+    if (!item || !qty || qty->number < 1) return -1;
+    if (!strcmp(c->tool, "give"))
+        snprintf(out, cap, "the player receives %ld x %s", qty->number, item->text);
+    else if (!strcmp(c->tool, "sell") && price)
+        snprintf(out, cap, "the player buys %ld x %s for %ld coins", qty->number,
+                 item->text, price->number);
+    else if (!strcmp(c->tool, "sell"))
+        snprintf(out, cap, "the player buys %ld x %s", qty->number, item->text);
+    else
+        snprintf(out, cap, "the NPC buys %ld x %s from the player", qty->number,
+                 item->text);
     return 0;
 }
 
-static int set_timer(const call *c, char *out, size_t cap) {
-    const arg *minutes = find_arg(c, "minutes", 1), *label = find_arg(c, "label", 0);
-    if (!minutes || !label || minutes->number < 1 || minutes->number > 99) return -1;
-    snprintf(out, cap, "timer \"%s\" set for %ld minute%s", label->text,
-             minutes->number, minutes->number == 1 ? "" : "s");
+static int door(const call *c, char *out, size_t cap) {
+    const arg *target = find_arg(c, "target", 0);
+    if (!target) return -1;
+    snprintf(out, cap, "the %s is now %s", target->text,
+             !strcmp(c->tool, "open") ? "open" : "closed");
+    return 0;
+}
+
+static int heal(const call *c, char *out, size_t cap) {
+    const arg *target = find_arg(c, "target", 0);
+    if (!target) return -1;
+    snprintf(out, cap, "%s healed to full health", target->text);
     return 0;
 }
 
 static const struct tool {
     const char *name;
     int (*run)(const call *c, char *out, size_t cap);
-} TOOLS[] = {{"get_weather", get_weather}, {"set_timer", set_timer}};
+} TOOLS[] = {{"give", trade}, {"sell", trade}, {"buy", trade},
+             {"open", door},  {"close", door}, {"heal", heal}};
 
 /* Parses an answer and runs the tool it names; 0 if both worked. */
 static int act_on(const char *answer) {
@@ -211,7 +220,7 @@ static int act_on(const char *answer) {
 /* ---- the host: one row per seed ---- */
 
 typedef struct answer {
-    char text[128]; /* the grammar's longest answer is 85 bytes */
+    char text[128]; /* the grammar's longest answer is 87 bytes */
     size_t len;
     int done, failed;
 } answer;
@@ -251,20 +260,28 @@ int main(int argc, char **argv) {
     }
 
     int rc = 0;
-    char prompt[512];
+    char prompt[1024], system[256];
     for (unsigned i = 0; i < n && rc == 0; i++) {
-        snprintf(prompt, sizeof prompt,
-                 "Tools: get_weather(city, unit) and set_timer(minutes, "
-                 "label). Answer with one JSON object.\nRequest: %s\nJSON: ",
-                 REQUESTS[i % N_REQUESTS]);
+        const struct ask *ask = &ASKS[i % N_ASKS];
+        snprintf(system, sizeof system, "%s%s", ask->system, ACT_HINT);
+        const fx_chat_message chat[2] = {{"system", system, 0}, {"user", ask->line, 0}};
+        size_t needed;
+        if ((st = fx_chat_apply(model, NULL, chat, 2, FX_CHAT_ADD_ASSISTANT, prompt,
+                                sizeof prompt, &needed)) != FX_OK) {
+            fprintf(stderr, "tool-call: chat template: %s: %s\n", fx_status_str(st),
+                    fx_model_errmsg(model));
+            rc = 1;
+            break;
+        }
         fx_request req;
         fx_request_init(&req);
         req.prompt = prompt; /* copied by fx_submit, like the grammar */
         req.prompt_len = strlen(prompt);
+        req.flags = FX_REQUEST_PARSE_SPECIAL; /* the template's markers */
         req.grammar = GRAMMAR;
         req.grammar_len = sizeof GRAMMAR - 1;
         req.max_tokens = MAX_TOKENS;
-        req.temperature = 0.8f;
+        req.temperature = 0.5f;
         req.seed = i + 1;
         req.user = &answers[i];
         fx_row *row;
@@ -310,8 +327,8 @@ int main(int argc, char **argv) {
 
     unsigned good = 0;
     for (unsigned i = 0; i < n && rc == 0; i++) {
-        printf("seed %u: %s\n  answer: %s\n", i + 1, REQUESTS[i % N_REQUESTS],
-               answers[i].text);
+        printf("seed %u: %s\n  player: %s\n  answer: %s\n", i + 1,
+               ASKS[i % N_ASKS].system, ASKS[i % N_ASKS].line, answers[i].text);
         if (answers[i].done && !answers[i].failed && act_on(answers[i].text) == 0)
             good++;
     }

@@ -40,18 +40,14 @@ static int by_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    /* fx_test_shared_path returns a static buffer: copy each answer. */
+    /* fx_test_data_path returns a static buffer: copy each answer. */
     char vdefault[4096];
-    const char *vp = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    snprintf(vdefault, sizeof vdefault, "%s", vp ? vp : "");
+    const char *vp = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
+    snprintf(vdefault, sizeof vdefault, "%s", vp);
     const char *vpath = argc > 1 ? argv[1] : vdefault;
-    if (!vpath[0]) {
-        fprintf(stderr, "bench_grammar: no vocabulary (../shared/vocab)\n");
-        return 1;
-    }
     char gdefault[4096];
-    const char *gp = fx_test_shared_path("grammars/json.gbnf");
-    snprintf(gdefault, sizeof gdefault, "%s", gp ? gp : "");
+    const char *gp = fx_test_data_path("grammars/json.gbnf");
+    snprintf(gdefault, sizeof gdefault, "%s", gp);
     const char *gpath = argc > 2 ? argv[2] : gdefault;
     int n_tokens = argc > 3 ? atoi(argv[3]) : 4000;
     if (n_tokens < 10) n_tokens = 10;

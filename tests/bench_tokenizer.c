@@ -1,6 +1,6 @@
 /*
  * Tokenizer throughput and linearity, for both vocabularies of
- * ../shared/vocab (or the directory given as argv[1]):
+ * tests/data/vocab (or the directory given as argv[1]):
  *   - MB/s on ~1 MB of mixed text (ASCII prose and code, accented Latin,
  *     CJK, emoji, digits, whitespace runs), deterministic from a seed;
  *   - time(1 MB) <= 12 x time(100 KB): merging is O(n log n) and BPE works
@@ -105,11 +105,7 @@ int main(int argc, char **argv) {
         } else {
             char rel[256];
             snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", vocabs[v]);
-            const char *p = fx_test_shared_path(rel);
-            if (!p) {
-                printf("%-10s skipped: ../shared/vocab not found\n", vocabs[v]);
-                continue;
-            }
+            const char *p = fx_test_data_path(rel);
             snprintf(path, sizeof path, "%s", p);
         }
         fx_model_params params;

@@ -1,6 +1,6 @@
 # The Python, Go and Rust bindings (bindings/*), each tested by its own
 # language's runner against the shared library built here and the
-# synthetic npc-model (examples/batcher.cmake): binding_python,
+# synthetic model (examples/batcher.cmake): binding_python,
 # binding_go, binding_rust. A missing toolchain registers the test as
 # skipped, with the reason in its output, instead of failing the suite.
 
@@ -15,7 +15,7 @@ endif()
 
 set(_fx_bind_src ${PROJECT_SOURCE_DIR}/bindings)
 set(_fx_bind_work ${CMAKE_CURRENT_BINARY_DIR}/bindings)
-set(_fx_bind_model ${CMAKE_BINARY_DIR}/examples/npc-model.gguf)
+set(_fx_bind_model ${CMAKE_BINARY_DIR}/examples/synthetic-model.gguf)
 set(_fx_bind_libdir $<TARGET_FILE_DIR:ferrox>)
 
 function(fx_binding_skip name why)
@@ -33,13 +33,11 @@ function(fx_binding_test name workdir)
 endfunction()
 
 # The tests check real text (tokenizer round trips, stop strings, a
-# grammar of English words), so they need the model built with the Llama
-# vocabulary, which examples/batcher.cmake uses only when ../shared has it.
+# grammar of English words) on the synthetic model with the Llama 2
+# vocabulary (examples/batcher.cmake).
 set(_fx_bind_why "")
-if(NOT TARGET npc-model)
-  set(_fx_bind_why "needs the npc-model target (FERROX_BUILD_EXAMPLES=ON)")
-elseif(NOT EXISTS ${FX_SHARED_DIR}/vocab/ggml-vocab-llama-spm.gguf)
-  set(_fx_bind_why "needs ../shared/vocab/ggml-vocab-llama-spm.gguf for npc-model's vocabulary")
+if(NOT TARGET synthetic-model)
+  set(_fx_bind_why "needs the synthetic-model target (FERROX_BUILD_EXAMPLES=ON)")
 endif()
 
 # ---- Python: ctypes, standard library only ----

@@ -21,14 +21,14 @@ add_test(NAME example_hello
 add_test(NAME example_chat_reuse
   COMMAND ${CMAKE_COMMAND} -DKIND=chat -DPROGRAM=$<TARGET_FILE:chat-reuse>
           -DTURNS=4 -P ${_fx_check})
-if(EXISTS ${FX_SHARED_DIR}/vocab/ggml-vocab-llama-spm.gguf)
+if(EXISTS ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf)
   add_test(NAME example_tool_call
     COMMAND ${CMAKE_COMMAND} -DKIND=tool -DPROGRAM=$<TARGET_FILE:tool-call>
             -DARGS=--seeds|8 -DSEEDS=8 -P ${_fx_check})
 else()
   add_test(NAME example_tool_call
     COMMAND ${CMAKE_COMMAND} -E echo
-            "SKIPPED: ${FX_SHARED_DIR}/vocab/ggml-vocab-llama-spm.gguf is absent")
+            "SKIPPED: ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf is absent")
   set_tests_properties(example_tool_call PROPERTIES
     SKIP_REGULAR_EXPRESSION "SKIPPED:")
 endif()
@@ -36,7 +36,7 @@ endif()
 # message naming the cause.
 add_test(NAME example_run_chat_no_template
   COMMAND ${CMAKE_COMMAND} -DKIND=fails -DPROGRAM=$<TARGET_FILE:ferrox-run>
-          -DARGS=--model|${PROJECT_BINARY_DIR}/examples/npc-model.gguf|--chat|--prompt|hi
+          -DARGS=--model|${PROJECT_BINARY_DIR}/examples/synthetic-model.gguf|--chat|--prompt|hi
           -DEXPECT=no.tokenizer.chat_template -P ${_fx_check})
 set_tests_properties(example_hello example_chat_reuse example_tool_call
   example_run_chat_no_template PROPERTIES TIMEOUT 120)

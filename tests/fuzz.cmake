@@ -27,7 +27,7 @@ function(fx_fuzz_support name)
   target_include_directories(${name} PUBLIC ${FX_FUZZ_DIR}
     ${FX_FUZZ_TESTS}/support ${PROJECT_SOURCE_DIR}/lib
     ${PROJECT_SOURCE_DIR}/include)
-  target_compile_definitions(${name} PUBLIC FX_SHARED_DIR="${FX_SHARED_DIR}"
+  target_compile_definitions(${name} PUBLIC FX_TEST_DATA_DIR="${FX_TEST_DATA_DIR}"
                              FERROX_STATIC)
 endfunction()
 

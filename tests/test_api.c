@@ -236,8 +236,8 @@ static void test_allocation_failures(void **state) {
     paths[2] = strcpy(q8_copy, write_model("model-q8.gguf", &q8));
     paths[0] = default_model();
     static char vocab_copy[4096];
-    const char *vocab = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    paths[1] = vocab ? strcpy(vocab_copy, vocab) : NULL;
+    const char *vocab = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
+    paths[1] = strcpy(vocab_copy, vocab);
     static char model_copy[4096];
     paths[0] = strcpy(model_copy, paths[0]);
     for (int which = 0; which < 3; which++) {
@@ -315,8 +315,7 @@ static void test_io_and_truncated_files(void **state) {
 
 static void test_vocab_only(void **state) {
     (void)state;
-    const char *spm = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    if (!spm) skip();
+    const char *spm = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     fx_model *model = NULL;
     char err[256];
     /* As a full model it has no tensors: the first one is named. */
@@ -337,8 +336,7 @@ static void test_vocab_only(void **state) {
     fx_model_free(model);
 
     static char gpt2[4096];
-    const char *p = fx_test_shared_path("vocab/ggml-vocab-gpt-2.gguf");
-    assert_non_null(p);
+    const char *p = fx_test_data_path("vocab/ggml-vocab-gpt-2.gguf");
     strcpy(gpt2, p);
     assert_int_equal(fx_model_load(gpt2, NULL, &model, err, sizeof err),
                      FX_ERR_UNSUPPORTED);

@@ -156,10 +156,9 @@ static void test_truncated_every_offset(void **state) {
 
 /* A1 on a real third-party file: every offset of the first 4 KiB (where
  * the structure is dense) and 1500 spread over the rest. */
-static void test_truncated_shared_vocab(void **state) {
+static void test_truncated_vendored_vocab(void **state) {
     (void)state;
-    const char *path = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    if (!path) skip();
+    const char *path = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     size_t len;
     uint8_t *data = (uint8_t *)fx_test_read_file(path, &len);
     assert_non_null(data);
@@ -569,7 +568,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_small_file),
         cmocka_unit_test(test_truncated_every_offset),
-        cmocka_unit_test(test_truncated_shared_vocab),
+        cmocka_unit_test(test_truncated_vendored_vocab),
         cmocka_unit_test(test_bad_magic_and_versions),
         cmocka_unit_test(test_huge_counts),
         cmocka_unit_test(test_string_lengths),

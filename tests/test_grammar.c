@@ -1,5 +1,5 @@
 /*
- * The GBNF engine without a model: every shared grammar compiles, bad
+ * The GBNF engine without a model: every vendored grammar compiles, bad
  * grammars fail with a line and column (RELIABILITY 20-24), and the parse
  * accepts exactly the strings it should, byte by byte.
  */
@@ -39,15 +39,14 @@ static void expect_error(const char *text, size_t len, unsigned line,
         fail_msg("'%s' lacks '%s'", err.message, needle);
 }
 
-static void test_shared_grammars_compile(void **state) {
+static void test_vendored_grammars_compile(void **state) {
     (void)state;
     const char *names[] = {"arithmetic", "c", "chess", "english", "japanese",
                            "json", "json_arr", "list"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char rel[64];
         snprintf(rel, sizeof rel, "grammars/%s.gbnf", names[i]);
-        const char *path = fx_test_shared_path(rel);
-        if (!path) skip();
+        const char *path = fx_test_data_path(rel);
         size_t len;
         char *text = fx_test_read_file(path, &len);
         assert_non_null(text);
@@ -220,9 +219,8 @@ static int run_bytes(const fx_grammar *g, const char *text) {
     return res;
 }
 
-static fx_grammar *load_shared(const char *rel) {
-    const char *path = fx_test_shared_path(rel);
-    if (!path) return NULL;
+static fx_grammar *load_vendored(const char *rel) {
+    const char *path = fx_test_data_path(rel);
     size_t len;
     char *text = fx_test_read_file(path, &len);
     fx_grammar *g = NULL;
@@ -290,16 +288,16 @@ static void test_match_basics(void **state) {
     fx_grammar_free(g);
 }
 
-static void test_match_shared(void **state) {
+static void test_match_vendored(void **state) {
     (void)state;
-    fx_grammar *g = load_shared("grammars/arithmetic.gbnf");
-    if (!g) skip();
+    fx_grammar *g = load_vendored("grammars/arithmetic.gbnf");
+    assert_non_null(g);
     assert_int_equal(run(g, "1+2=3\n"), 2);
     assert_int_equal(run(g, "(a *b_2)/7=x\n1=1\n"), 2);
     assert_int_equal(run(g, "1+=3\n"), 0);
     assert_int_equal(run_bytes(g, "(1+2"), 1);
     fx_grammar_free(g);
-    g = load_shared("grammars/json.gbnf");
+    g = load_vendored("grammars/json.gbnf");
     assert_int_equal(run(g, "{\"a\": [1, 2.5e3, true, null, {}], \"b\\n\": \"x\"}"), 2);
     assert_int_equal(run_bytes(g, "{\"k\": \"\xe2\x82\xac\"}"), 2);
     assert_int_equal(run(g, "{\"a\" 1}"), 0);
@@ -339,8 +337,7 @@ static int cmp_i32(const void *a, const void *b) {
 /* Along sampled paths through each grammar, the mask (trie walk with its
  * subtree shortcuts) equals testing every token on its own. */
 static void check_vocab(const char *vocab_rel) {
-    const char *vp = fx_test_shared_path(vocab_rel);
-    if (!vp) skip();
+    const char *vp = fx_test_data_path(vocab_rel);
     fx_error err;
     fx_gguf *gguf;
     struct fx_vocab *vocab;
@@ -354,8 +351,8 @@ static void check_vocab(const char *vocab_rel) {
     fx_candidate *scratch = malloc(nv * sizeof *scratch);
     int32_t *expect = malloc(nv * sizeof *expect), *got = malloc(nv * sizeof *got);
     char piece[512];
-    fx_grammar *gs[3] = {load_shared("grammars/json.gbnf"),
-                         load_shared("grammars/arithmetic.gbnf"), NULL};
+    fx_grammar *gs[3] = {load_vendored("grammars/json.gbnf"),
+                         load_vendored("grammars/arithmetic.gbnf"), NULL};
     assert_int_equal(fx_grammar_json(&alloc, &gs[2], &err), FX_OK);
     fx_rng noise;
     fx_rng_seed(&noise, 3);
@@ -413,7 +410,6 @@ static void check_vocab(const char *vocab_rel) {
 
 static void test_mask_equals_brute_force(void **state) {
     (void)state;
-    if (!fx_test_shared_path("grammars/json.gbnf")) skip();
     check_vocab("vocab/ggml-vocab-llama-spm.gguf");
     check_vocab("vocab/ggml-vocab-gpt-2.gguf");
 }
@@ -437,7 +433,7 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shared_grammars_compile),
+        cmocka_unit_test(test_vendored_grammars_compile),
         cmocka_unit_test(test_left_recursion),
         cmocka_unit_test(test_undefined),
         cmocka_unit_test(test_deep_nesting),
@@ -445,7 +441,7 @@ int main(void) {
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_match_basics),
         cmocka_unit_test(test_ambiguity_bounded),
-        cmocka_unit_test(test_match_shared),
+        cmocka_unit_test(test_match_vendored),
         cmocka_unit_test(test_mask_equals_brute_force),
     };
     return cmocka_run_group_tests_name("grammar", tests, setup, teardown);

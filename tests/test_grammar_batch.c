@@ -1,6 +1,6 @@
 /*
  * Grammars through the batcher on synthetic models that carry the real
- * llama-spm and gpt-2 vocabularies (../shared/vocab): outputs under
+ * llama-spm and gpt-2 vocabularies (tests/data/vocab): outputs under
  * json.gbnf and FX_REQUEST_JSON parse as JSON, outputs under
  * arithmetic.gbnf match it, for many seeds; a complete grammar ends the
  * row (RELIABILITY 25); a grammar no token can continue fails its row
@@ -289,11 +289,10 @@ static size_t copy_vocab(gw_buf *b, void *user) {
     return copied;
 }
 
-/* A tiny model over a vocabulary from ../shared/vocab (0 on success). */
+/* A tiny model over a vocabulary from tests/data/vocab (0 on success). */
 static int make_model(const char *vocab_rel, char *out, size_t out_size,
                       const char *name) {
-    const char *vp = fx_test_shared_path(vocab_rel);
-    if (!vp) return 1;
+    const char *vp = fx_test_data_path(vocab_rel);
     fx_alloc alloc;
     fx_alloc_init(&alloc, NULL);
     fx_error err;
@@ -488,9 +487,8 @@ static int run_seeds(const char *model_path, const char *grammar,
     return run_seeds_biased(model_path, grammar, check, what, NULL, 0);
 }
 
-static char *shared_text(const char *rel) {
-    const char *p = fx_test_shared_path(rel);
-    if (!p) return NULL;
+static char *data_text(const char *rel) {
+    const char *p = fx_test_data_path(rel);
     size_t len;
     return fx_test_read_file(p, &len);
 }
@@ -503,7 +501,6 @@ static const char *const json_closers[] = {"\"", "}", "]"};
 
 static void test_json_flag(void **state) {
     (void)state;
-    if (!spm_path[0] || !gpt2_path[0]) skip();
     assert_true(run_seeds(spm_path, NULL, json_check, "JSON flag, llama-spm") > 0);
     assert_true(run_seeds(gpt2_path, NULL, json_check, "JSON flag, gpt-2") > 0);
     assert_true(run_seeds_biased(spm_path, NULL, json_check, "JSON flag + closers, llama-spm",
@@ -514,8 +511,8 @@ static void test_json_flag(void **state) {
 
 static void test_json_gbnf(void **state) {
     (void)state;
-    char *g = shared_text("grammars/json.gbnf");
-    if (!g || !spm_path[0] || !gpt2_path[0]) { free(g); skip(); }
+    char *g = data_text("grammars/json.gbnf");
+    assert_non_null(g);
     run_seeds(spm_path, g, json_check, "json.gbnf, llama-spm");
     run_seeds(gpt2_path, g, json_check, "json.gbnf, gpt-2");
     assert_true(run_seeds_biased(spm_path, g, json_check, "json.gbnf + closers, llama-spm",
@@ -527,8 +524,8 @@ static void test_json_gbnf(void **state) {
 
 static void test_arithmetic_gbnf(void **state) {
     (void)state;
-    char *g = shared_text("grammars/arithmetic.gbnf");
-    if (!g || !spm_path[0] || !gpt2_path[0]) { free(g); skip(); }
+    char *g = data_text("grammars/arithmetic.gbnf");
+    assert_non_null(g);
     assert_int_equal(arith_check("1+2=3\n", 6), 2);
     assert_int_equal(arith_check("(a *b_2)/7=x\n1=1\n", 17), 2);
     assert_int_equal(arith_check("(a *b", 5), 1);
@@ -570,7 +567,6 @@ static int tool_call_check(const char *s, size_t n) {
 
 static void test_json_schema(void **state) {
     (void)state;
-    if (!spm_path[0] || !gpt2_path[0]) skip();
     char g[4096], msg[256];
     size_t need = 0;
     assert_int_equal(fx_json_schema_to_grammar(tool_schema, 0, NULL, 0, &need, msg, sizeof msg),
@@ -598,7 +594,6 @@ static void test_json_schema(void **state) {
  * the row ends with EOS, even when asked to ignore EOS. */
 static void test_complete_forces_eos(void **state) {
     (void)state;
-    if (!spm_path[0]) skip();
     fx_model *m = load(spm_path);
     fx_batcher *b = batcher(m, 4);
     out o[2];
@@ -717,11 +712,10 @@ static void test_submit_errors(void **state) {
 static int setup(void **state) {
     (void)state;
     if (make_model("vocab/ggml-vocab-llama-spm.gguf", spm_path, sizeof spm_path,
-                   "gram-spm.gguf") != 0)
-        spm_path[0] = 0;
-    if (make_model("vocab/ggml-vocab-gpt-2.gguf", gpt2_path, sizeof gpt2_path,
+                   "gram-spm.gguf") != 0 ||
+        make_model("vocab/ggml-vocab-gpt-2.gguf", gpt2_path, sizeof gpt2_path,
                    "gram-gpt2.gguf") != 0)
-        gpt2_path[0] = 0;
+        return -1;
     gw_model_spec spec;
     gw_model_spec_default(&spec);
     spec.n_ctx = 256;

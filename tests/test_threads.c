@@ -349,12 +349,11 @@ static void test_tokenizer_from_threads(void **state) {
     assert_int_equal(fx_batcher_create(model, &p, &b, err, sizeof err), FX_OK);
     hammer_tokenizer(model, b);
     fx_batcher_free(b);
-    /* Both real vocabularies, where ../shared has them. */
+    /* Both real vocabularies. */
     const char *names[2] = {"vocab/ggml-vocab-llama-spm.gguf",
                             "vocab/ggml-vocab-gpt-2.gguf"};
     for (int i = 0; i < 2; i++) {
-        const char *path = fx_test_shared_path(names[i]);
-        if (!path) continue;
+        const char *path = fx_test_data_path(names[i]);
         fx_model_params mp;
         fx_model_params_init(&mp);
         mp.flags = FX_MODEL_VOCAB_ONLY;

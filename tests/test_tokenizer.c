@@ -1,6 +1,6 @@
 /*
  * The tokenizer through the public API: conformance with llama.cpp's test
- * vectors (../shared/vocab), round trips, special tokens, buffers, invalid
+ * vectors (tests/data/vocab), round trips, special tokens, buffers, invalid
  * UTF-8 (RELIABILITY 17-19), argument checks (32), and small hand-made
  * vocabularies whose results can be worked out by hand.
  */
@@ -30,12 +30,11 @@ static fx_model *load_path(const char *path) {
     return m;
 }
 
-/* A vocabulary from ../shared/vocab, or NULL (the test then skips). */
-static fx_model *load_shared(const char *name) {
+/* A vocabulary from tests/data/vocab. */
+static fx_model *load_vocab(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", name);
-    const char *path = fx_test_shared_path(rel);
-    return path ? load_path(path) : NULL;
+    return load_path(fx_test_data_path(rel));
 }
 
 /* Tokenizes into a fresh malloc'd array (*n ids). */
@@ -87,18 +86,14 @@ static const char SEP[] = "\n__ggml_vocab_test__\n";
 
 static void conformance(const char *name, size_t *n_ok, size_t *n_total) {
     char rel[256];
-    fx_model *m = load_shared(name); /* before the path: both use one buffer */
+    fx_model *m = load_vocab(name); /* before the path: both use one buffer */
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
-    const char *p = fx_test_shared_path(rel);
-    if (!p || !m) {
-        fx_model_free(m);
-        skip();
-    }
+    const char *p = fx_test_data_path(rel);
+    assert_non_null(m);
     cases c = {0};
     c.inp = fx_test_read_file(p, &c.inp_len);
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
-    p = fx_test_shared_path(rel);
-    assert_non_null(p);
+    p = fx_test_data_path(rel);
     c.out = fx_test_read_file(p, NULL);
     assert_non_null(c.inp);
     assert_non_null(c.out);
@@ -169,8 +164,8 @@ static const char *const k_texts[] = {
 };
 
 static void roundtrip(const char *name) {
-    fx_model *m = load_shared(name);
-    if (!m) skip();
+    fx_model *m = load_vocab(name);
+    assert_non_null(m);
     for (size_t i = 0; i < sizeof k_texts / sizeof k_texts[0]; i++) {
         const char *t = k_texts[i];
         for (int special = 0; special < 2; special++) {
@@ -192,7 +187,7 @@ static void test_roundtrip_spm(void **state) {
     roundtrip("llama-spm");
     /* The one text SentencePiece cannot give back: its own space mark,
      * which it reads as the space it stands for (as llama.cpp does). */
-    fx_model *m = load_shared("llama-spm");
+    fx_model *m = load_vocab("llama-spm");
     size_t n, len;
     int32_t *ids = tok(m, "a\xe2\x96\x81" "b", 5, 0, &n);
     char *back = detok(m, ids, n, 0, &len);
@@ -212,8 +207,8 @@ static void test_roundtrip_gpt2(void **state) {
 
 static void test_special_parsing_spm(void **state) {
     (void)state;
-    fx_model *m = load_shared("llama-spm");
-    if (!m) skip();
+    fx_model *m = load_vocab("llama-spm");
+    assert_non_null(m);
     static const char t[] = "<s>Hello</s>";
     /* parsed: BOS, then the text with its space prefix again, then EOS */
     static const int32_t parsed[] = {1, 15043, 2};
@@ -233,8 +228,8 @@ static void test_special_parsing_spm(void **state) {
 
 static void test_special_parsing_gpt2(void **state) {
     (void)state;
-    fx_model *m = load_shared("gpt-2");
-    if (!m) skip();
+    fx_model *m = load_vocab("gpt-2");
+    assert_non_null(m);
     static const int32_t parsed[] = {15496, 50256, 15496};
     expect_ids(m, "Hello<|endoftext|>Hello", FX_TOKENIZE_PARSE_SPECIAL, parsed, 3);
     size_t n;
@@ -252,8 +247,8 @@ static void test_special_parsing_gpt2(void **state) {
 
 static void test_buffers(void **state) {
     (void)state;
-    fx_model *m = load_shared("llama-spm");
-    if (!m) skip();
+    fx_model *m = load_vocab("llama-spm");
+    assert_non_null(m);
     int32_t ids[4] = {-1, -1, -1, -1};
     size_t n = 0;
     assert_int_equal(fx_tokenize(m, "Hello world", 11, 0, ids, 1, &n), FX_ERR_BUFFER_TOO_SMALL);
@@ -325,13 +320,10 @@ static size_t replace_invalid(const unsigned char *s, size_t n, char *out) {
 
 static void test_invalid_utf8(void **state) {
     (void)state;
-    fx_model *spm = load_shared("llama-spm");
-    fx_model *bpe = load_shared("gpt-2");
-    if (!spm || !bpe) {
-        fx_model_free(spm);
-        fx_model_free(bpe);
-        skip();
-    }
+    fx_model *spm = load_vocab("llama-spm");
+    fx_model *bpe = load_vocab("gpt-2");
+    assert_non_null(spm);
+    assert_non_null(bpe);
     for (size_t i = 0; i < sizeof k_bad_utf8 / sizeof k_bad_utf8[0]; i++) {
         const char *t = k_bad_utf8[i];
         size_t tl = strlen(t), n, len;
@@ -385,13 +377,10 @@ static int spm_lossless(const unsigned char *t, size_t n) {
  * every valid character and U+FFFD for each bad byte. */
 static void test_random_bytes(void **state) {
     (void)state;
-    fx_model *spm = load_shared("llama-spm");
-    fx_model *bpe = load_shared("gpt-2");
-    if (!spm || !bpe) {
-        fx_model_free(spm);
-        fx_model_free(bpe);
-        skip();
-    }
+    fx_model *spm = load_vocab("llama-spm");
+    fx_model *bpe = load_vocab("gpt-2");
+    assert_non_null(spm);
+    assert_non_null(bpe);
     static const unsigned char pool[] = {'a', 'b', ' ', ' ', '\n', '<', 's', '>', '/', '|', '0', 0x00, 0x7f,
                                          0x80, 0xbf, 0xc0, 0xc3, 0xa9, 0xe2, 0x96, 0x81, 0xed, 0xa0, 0xef,
                                          0xbf, 0xbd, 0xf0, 0x9f, 0x99, 0x82, 0xf4, 0x90, 0xf8, 0xff};
@@ -441,13 +430,10 @@ static void expect_piece(fx_model *m, int32_t id, uint32_t flags, const char *wa
 
 static void test_pieces_and_getters(void **state) {
     (void)state;
-    fx_model *spm = load_shared("llama-spm");
-    fx_model *bpe = load_shared("gpt-2");
-    if (!spm || !bpe) {
-        fx_model_free(spm);
-        fx_model_free(bpe);
-        skip();
-    }
+    fx_model *spm = load_vocab("llama-spm");
+    fx_model *bpe = load_vocab("gpt-2");
+    assert_non_null(spm);
+    assert_non_null(bpe);
     expect_piece(spm, 15043, 0, " Hello");
     expect_piece(spm, 13, 0, "\n"); /* <0x0A> */
     expect_piece(spm, 1, 0, "");
@@ -491,8 +477,8 @@ static void test_pieces_and_getters(void **state) {
 
 static void test_arguments(void **state) {
     (void)state;
-    fx_model *m = load_shared("llama-spm");
-    if (!m) skip();
+    fx_model *m = load_vocab("llama-spm");
+    assert_non_null(m);
     int32_t ids[4];
     size_t n;
     char buf[8];
@@ -523,7 +509,7 @@ static void test_arguments(void **state) {
     fx_model_free(m);
 }
 
-/* ---- hand-made vocabularies (no ../shared needed) ---- */
+/* ---- hand-made vocabularies (made in the test) ---- */
 
 /* Writes a vocabulary-only GGUF; types may be NULL (all normal). */
 static fx_model *build(const char *name, const char *model, const char *pre, const char *const *tokens,

@@ -49,8 +49,7 @@ static size_t random_text(uint64_t *seed, char *buf, size_t cap) {
 
 static void test_spm_words_equal_whole_text(void **state) {
     (void)state;
-    const char *path = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    if (!path) skip();
+    const char *path = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     fx_alloc alloc;
     fx_alloc_init(&alloc, NULL);
     fx_gguf *g = NULL;

@@ -484,7 +484,7 @@ static void alloc_failure_on(const char *path) {
 
 static void test_alloc_failure_handmade(void **state) {
     (void)state;
-    /* no ../shared needed: a small SentencePiece and a small BPE file */
+    /* a small SentencePiece and a small BPE file, made here */
     vfile f;
     vf_spm(&f);
     vf_types(&f, N_BASE);
@@ -504,14 +504,12 @@ static void test_alloc_failure_handmade(void **state) {
     remove(path);
 }
 
-static void test_alloc_failure_shared(void **state) {
+static void test_alloc_failure_vendored(void **state) {
     (void)state;
-    const char *spm = fx_test_shared_path("vocab/ggml-vocab-llama-spm.gguf");
-    if (!spm) skip();
+    const char *spm = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     char spm_path[4096];
     snprintf(spm_path, sizeof spm_path, "%s", spm); /* one static buffer */
-    const char *bpe = fx_test_shared_path("vocab/ggml-vocab-gpt-2.gguf");
-    if (!bpe) skip();
+    const char *bpe = fx_test_data_path("vocab/ggml-vocab-gpt-2.gguf");
     alloc_failure_on(spm_path);
     alloc_failure_on(bpe);
 }
@@ -539,7 +537,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_pretokenizer),
         cmocka_unit_test(test_bpe_without_merges),
         cmocka_unit_test(test_alloc_failure_handmade),
-        cmocka_unit_test(test_alloc_failure_shared),
+        cmocka_unit_test(test_alloc_failure_vendored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

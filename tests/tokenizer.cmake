@@ -1,4 +1,4 @@
-# Tokenizer: the public API (conformance against ../shared/vocab, round
+# Tokenizer: the public API (conformance against tests/data/vocab, round
 # trips, special tokens, buffers, invalid UTF-8), the vocabulary loader's
 # faults (RELIABILITY B), the pre-tokenizer splitters, and the proof that
 # word-by-word and block-by-block tokenizing equals whole-text tokenizing.

@@ -8,13 +8,13 @@
 #include "gguf_writer.h"
 #include "tokenizer/tokenizer.h"
 
-#ifndef FX_SHARED_DIR
-#define FX_SHARED_DIR "../shared"
+#ifndef FX_TEST_DATA_DIR
+#define FX_TEST_DATA_DIR "tests/data"
 #endif
 
 const char *fz_vocab_dir(void) {
     const char *env = getenv("FX_FUZZ_VOCAB_DIR");
-    return env && *env ? env : FX_SHARED_DIR "/vocab";
+    return env && *env ? env : FX_TEST_DATA_DIR "/vocab";
 }
 
 static const char *const tiny_words[] = {

@@ -68,12 +68,13 @@ static inline uint64_t fz_rand(uint64_t *s) {
 }
 
 /* Directory holding ggml-vocab-*.gguf: $FX_FUZZ_VOCAB_DIR, else
- * FX_SHARED_DIR/vocab. */
+ * FX_TEST_DATA_DIR/vocab. */
 const char *fz_vocab_dir(void);
 
 /* A tiny SentencePiece vocabulary built in memory (unk, s, /s, the 256
- * byte tokens, some words and a control token), for when ../shared is not
- * there. The GGUF buffer is kept alive for the process. NULL on failure. */
+ * byte tokens, some words and a control token), for when the vocabulary
+ * directory is not there. The GGUF buffer is kept alive for the process.
+ * NULL on failure. */
 struct fx_vocab *fz_tiny_spm_vocab(const fx_alloc *alloc);
 
 #endif /* FX_FUZZ_COMMON_H */

@@ -5,7 +5,7 @@
 # -DFERROX_FUZZ=ON build for SECONDS, on a copy of its seed corpus in
 # WORK_DIR (default ./fuzz-work; kept, so a later run continues from what
 # this one found), at nice 10, one job. The tokenizer target reads the
-# vocabularies from $FX_FUZZ_VOCAB_DIR, else ../shared/vocab. Findings go
+# vocabularies from $FX_FUZZ_VOCAB_DIR, else the build's test-data/vocab. Findings go
 # to WORK_DIR/artifacts-TARGET/. Ends with libFuzzer's final line (cov: edges,
 # ft: features, exec/s) and stats. Exit status: libFuzzer's (0: nothing
 # found).

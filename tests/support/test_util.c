@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-const char *fx_test_shared_path(const char *relative) {
+const char *fx_test_data_path(const char *relative) {
     static char path[4096];
-    snprintf(path, sizeof path, "%s/%s", FX_SHARED_DIR, relative);
-    return access(path, R_OK) == 0 ? path : NULL;
+    snprintf(path, sizeof path, "%s/%s", FX_TEST_DATA_DIR, relative);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "test data %s is missing (tests/data is copied into "
+                "the build tree when cmake configures)\n", path);
+        exit(1);
+    }
+    return path;
 }
 
 const char *fx_test_tmp_path(const char *name) {

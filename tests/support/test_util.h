@@ -4,9 +4,11 @@
 
 #include <stddef.h>
 
-/* Path of a file under ../shared, or NULL (and the test should skip) when
- * it is not there. Returns a static buffer. */
-const char *fx_test_shared_path(const char *relative);
+/* Path of a file of the vendored test data (tests/data, laid out in the
+ * build tree by CMake). The data is part of the repository, so a missing
+ * file is a broken build: the program stops with a message instead of
+ * skipping. Returns a static buffer. */
+const char *fx_test_data_path(const char *relative);
 
 /* A fresh path for a scratch file under the build's test directory. */
 const char *fx_test_tmp_path(const char *name);
