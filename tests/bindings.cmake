@@ -121,6 +121,7 @@ if(NOT _fx_go_why)
 endif()
 if(_fx_go_why)
   fx_binding_skip(binding_go "${_fx_go_why}")
+  fx_binding_skip(binding_go_consumer "${_fx_go_why}")
 else()
   # Everything Go writes goes under the build tree (HOME may be unset in
   # CI), nothing is fetched (go.mod has no requirements), and the test
@@ -140,7 +141,21 @@ else()
     LD_LIBRARY_PATH=${_fx_bind_prefix}/${CMAKE_INSTALL_LIBDIR}
     FERROX_TEST_MODEL=${_fx_bind_model}
     ${FX_GO_EXECUTABLE} test -count=1 -v ./...)
-  set_tests_properties(binding_go PROPERTIES FIXTURES_REQUIRED fx_bind_prefix)
+  # A user's module requiring this one by its path.
+  fx_binding_test(binding_go_consumer ${CMAKE_CURRENT_BINARY_DIR}
+    --unset=GOFLAGS --unset=CGO_LDFLAGS
+    GOCACHE=${_fx_bind_work}/go-cache
+    GOPATH=${_fx_bind_work}/go-path
+    GOPROXY=off GO111MODULE=on CGO_ENABLED=1
+    CC=${CMAKE_C_COMPILER}
+    PKG_CONFIG=${PKG_CONFIG_EXECUTABLE}
+    PKG_CONFIG_PATH=${_fx_bind_pc_path}
+    LD_LIBRARY_PATH=${_fx_bind_prefix}/${CMAKE_INSTALL_LIBDIR}
+    ${CMAKE_COMMAND} -DGO=${FX_GO_EXECUTABLE} -DSRC=${_fx_bind_src}/go
+    -DWORK=${_fx_bind_work}/go-consumer -DMODEL=${_fx_bind_model}
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/bindings_go_consumer.cmake)
+  set_tests_properties(binding_go binding_go_consumer PROPERTIES
+    FIXTURES_REQUIRED fx_bind_prefix)
 endif()
 
 # ---- Rust: std only, hand-written extern "C" ----
