@@ -4,7 +4,13 @@
  * - a long chain grammar (`rK ::= rK+1 "a"?`) deeper than the row's frame
  *   array is refused with FX_ERR_GRAMMAR at fx_submit and by the grammar
  *   API, without writing past the array (run under ASan);
+ * - kv_bytes past FX_BATCHER_MAX_KV_BYTES is FX_ERR_INVALID_ARG, and one
+ *   the machine cannot hold FX_ERR_NOMEM at the first allocation that
+ *   fails, nothing allocated after it: in a child capped by RLIMIT_AS, so
+ *   a missed check fails the test rather than the machine;
  */
+/* fork, setrlimit, clock_gettime */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <ferrox.h>
@@ -21,6 +31,22 @@
 #include "test_util.h"
 
 static char model_path[4096];
+
+/* A capped child's huge requests must come back NULL, not abort: ASan's
+ * allocator only returns NULL when told so. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FX_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FX_TEST_ASAN 1
+#endif
+#endif
+#ifdef FX_TEST_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
+#endif
 
 static fx_model *load_model(void) {
     fx_model *m = NULL;
@@ -190,6 +216,131 @@ static void test_chain_grammar_submit(void **state) {
     fx_model_free(m);
 }
 
+/* ---- 2. kv_bytes past what the machine holds ---- */
+
+/* Counts the calls and what happened after the first one the system
+ * refused. */
+typedef struct watch_alloc {
+    long calls, live;
+    long refused;       /* calls that returned NULL */
+    long after_refusal; /* calls made after the first NULL */
+} watch_alloc;
+
+static void *wa_malloc(void *user, size_t size) {
+    watch_alloc *w = user;
+    w->calls++;
+    if (w->refused) w->after_refusal++;
+    void *p = malloc(size ? size : 1);
+    if (p) w->live++;
+    else w->refused++;
+    return p;
+}
+
+static void *wa_realloc(void *user, void *ptr, size_t size) {
+    watch_alloc *w = user;
+    w->calls++;
+    if (w->refused) w->after_refusal++;
+    void *p = realloc(ptr, size ? size : 1);
+    if (p && !ptr) w->live++;
+    if (!p) w->refused++;
+    return p;
+}
+
+static void wa_free(void *user, void *ptr) {
+    watch_alloc *w = user;
+    if (ptr) w->live--;
+    free(ptr);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The address space this process maps now, from /proc/self/statm. */
+static uint64_t mapped_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long long pages = 0;
+    int ok = fscanf(f, "%llu", &pages) == 1;
+    fclose(f);
+    return ok ? pages * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* In the capped child: 0, or the line of the first check that failed. */
+#define CHILD_CHECK(c)                                                       \
+    do {                                                                     \
+        if (!(c)) return __LINE__;                                           \
+    } while (0)
+
+static int kv_cases(fx_model *m) {
+    static const struct {
+        uint64_t kv_bytes;
+        fx_status want;
+    } cases[] = {
+        {UINT64_MAX, FX_ERR_INVALID_ARG},
+        {FX_BATCHER_MAX_KV_BYTES + 1, FX_ERR_INVALID_ARG},
+        {FX_BATCHER_MAX_KV_BYTES, FX_ERR_NOMEM},
+        {(uint64_t)64 << 30, FX_ERR_NOMEM},
+        {(uint64_t)8 << 30, FX_ERR_NOMEM},
+        {(uint64_t)1 << 20, FX_OK}, /* the cap leaves room for a real one */
+    };
+    double t0 = now_seconds();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int hooks = 0; hooks < 2; hooks++) {
+            watch_alloc w = {0};
+            fx_batcher_params p;
+            fx_batcher_params_init(&p);
+            p.max_rows = 2;
+            p.n_ctx = 64;
+            p.max_step_tokens = 16;
+            p.kv_bytes = cases[i].kv_bytes;
+            if (hooks)
+                p.allocator = (fx_allocator){wa_malloc, wa_realloc, wa_free, &w};
+            fx_batcher *b = NULL;
+            fx_status st = fx_batcher_create(m, &p, &b, NULL, 0);
+            CHILD_CHECK(st == cases[i].want);
+            CHILD_CHECK((st == FX_OK) == (b != NULL));
+            fx_batcher_free(b);
+            /* Failing fast: nothing is allocated once memory ran out. */
+            CHILD_CHECK(w.after_refusal == 0);
+            CHILD_CHECK(w.live == 0);
+            if (hooks && cases[i].want == FX_ERR_NOMEM) CHILD_CHECK(w.refused == 1);
+        }
+    CHILD_CHECK(now_seconds() - t0 < 1.0);
+    return 0;
+}
+
+static void test_kv_bytes_capped(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    uint64_t mapped = mapped_bytes();
+    if (mapped == 0) skip(); /* no /proc */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* 2 GiB above what is mapped now: far below every NOMEM case. */
+        struct rlimit rl = {mapped + ((uint64_t)2 << 30),
+                            mapped + ((uint64_t)2 << 30)};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(2);
+        alarm(20); /* a missed check must not hang the suite either */
+        int line = kv_cases(m);
+        if (line) fprintf(stderr, "kv_cases: the check at line %d failed\n", line);
+        _exit(line ? 1 : 0);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    if (!WIFEXITED(wst))
+        fail_msg("the capped child died (signal %d)",
+                 WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+    if (WEXITSTATUS(wst) != 0)
+        fail_msg("the capped child failed (exit %d, its line on stderr)",
+                 WEXITSTATUS(wst));
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s",
@@ -207,6 +358,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_grammar_state),
         cmocka_unit_test(test_chain_grammar_submit),
+        cmocka_unit_test(test_kv_bytes_capped),
     };
     return cmocka_run_group_tests_name("reliability_fixes", tests, setup,
                                        teardown);
