@@ -178,10 +178,16 @@ typedef enum fx_status {
     FX_ERR_INTERNAL = 23,        /**< an internal consistency check failed;
                                     the batcher stops rather than corrupt
                                     rows (please report it) */
-    FX_ERR_GRAMMAR = 24          /**< a grammar that does not compile (the
+    FX_ERR_GRAMMAR = 24,         /**< a grammar that does not compile (the
                                     message has its line and column), or a
                                     row whose grammar cannot continue with
                                     any token of the vocabulary */
+    FX_ERR_ALL_BANNED = 25       /**< a row's logit_bias is -INFINITY on
+                                    every token that may come next (every
+                                    token, or every one its grammar or
+                                    FX_REQUEST_JSON allows): the row ends
+                                    with FX_FINISH_ERROR and this status
+                                    instead of sampling a banned token */
 } fx_status;
 
 /**
@@ -1414,7 +1420,12 @@ typedef struct fx_request {
                                       (default) */
     uint32_t penalty_last_n;       /**< tokens (prompt included) the
                                       penalties look back; default 64 */
-    const fx_logit_bias *logit_bias; /**< copied; ids must be in range */
+    const fx_logit_bias *logit_bias; /**< copied; ids must be in range.
+                                      A banned token (-INFINITY) is never
+                                      sampled: a step where every token
+                                      that may come next is banned ends the
+                                      row with FX_FINISH_ERROR /
+                                      FX_ERR_ALL_BANNED */
     size_t n_logit_bias;           /**< how many biases */
     /** 0 (default): off. 1..FX_MAX_LOGPROBS: each generated token also
      * arrives as an FX_EVENT_TOKEN event with its log-probability and this
