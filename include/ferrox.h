@@ -223,7 +223,8 @@ typedef struct fx_model fx_model;     /* loaded weights and vocabulary */
  *  excepted). */
 typedef struct fx_batcher fx_batcher; /* rows in flight over one model */
 /** One request inside a batcher, returned by fx_submit. Not a pointer: a
- *  generation-counted id that is never dereferenced, so a stale one is
+ *  generation-counted id that is never dereferenced, so a stale one -- or
+ *  one of another batcher, whose ids are salted differently -- is
  *  detected (FX_ERR_STALE_HANDLE) instead of reaching another row. It is
  *  never freed: it ends when the row's DONE event is polled or when
  *  fx_row_release is called, and dies with its batcher. */
@@ -1150,6 +1151,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
  * A row handle is a generation-counted id, not a pointer: once a row is
  * reaped (its DONE event polled) or released, its handle is stale and every
  * call given it returns FX_ERR_STALE_HANDLE, even after its slot is reused.
+ * A row or lease handle given to a batcher that did not issue it is
+ * FX_ERR_STALE_HANDLE too (0 from fx_lease_ready and fx_lease_pinned).
  *
  * Prefix cache: when a row ends, its tokens (prompt and output) are
  * published in whole KV blocks; a later request whose prompt starts with

@@ -12,6 +12,10 @@
  *   all a grammar or JSON mode allows) ends that row with FX_FINISH_ERROR
  *   / FX_ERR_ALL_BANNED, greedy and sampled, and the other rows of its
  *   batch are byte for byte what they are without it;
+ * - a row or lease handle of batcher A given to batcher B -- which has a
+ *   row and a lease in the same slot with the same generation -- is
+ *   FX_ERR_STALE_HANDLE (0 from fx_lease_ready / fx_lease_pinned) in every
+ *   call that takes one, and B's row and lease are untouched;
  */
 /* fork, setrlimit, clock_gettime */
 #define _GNU_SOURCE
@@ -513,6 +517,75 @@ static void test_all_banned(void **state) {
     fx_model_free(m);
 }
 
+/* ---- 4. handles of another batcher ---- */
+
+static const char lease_text[] = "<t5> <t6> <t7> <t8> <t9> <t10> <t11> <t12> "
+                                 "<t13> <t14> <t15> <t16> <t17> <t18>";
+
+static void test_foreign_handles(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    fx_batcher *a = make_batcher(m, 2), *b = make_batcher(m, 2);
+    /* The same calls on two fresh batchers: the same slots and
+     * generations inside. */
+    fx_lease *la = NULL, *lb = NULL;
+    assert_int_equal(fx_lease_create(a, lease_text, strlen(lease_text), 0, &la),
+                     FX_OK);
+    assert_int_equal(fx_lease_create(b, lease_text, strlen(lease_text), 0, &lb),
+                     FX_OK);
+    drain(a);
+    drain(b);
+    assert_int_equal(fx_lease_pinned(a, la), 1);
+    assert_int_equal(fx_lease_pinned(b, lb), 1);
+    outcome oa = {0}, ob = {0};
+    fx_row *ra = NULL, *rb = NULL;
+    int32_t prompt[8];
+    fx_request r;
+    plain_request(&r, prompt, 0);
+    r.lease = la;
+    r.user = &oa;
+    assert_int_equal(fx_submit(a, &r, &ra), FX_OK);
+    r.lease = lb;
+    r.user = &ob;
+    assert_int_equal(fx_submit(b, &r, &rb), FX_OK);
+
+    /* Every call that takes a row handle. */
+    assert_int_equal(fx_cancel(b, ra), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_row_release(b, ra), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_cancel(a, rb), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_row_release(a, rb), FX_ERR_STALE_HANDLE);
+    /* Every call that takes a lease handle. */
+    assert_int_equal(fx_lease_ready(b, la), 0);
+    assert_int_equal(fx_lease_pinned(b, la), 0);
+    assert_int_equal(fx_lease_release(b, la), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_lease_release(a, lb), FX_ERR_STALE_HANDLE);
+    fx_row *none = NULL;
+    r.lease = la;
+    r.user = NULL;
+    assert_int_equal(fx_submit(b, &r, &none), FX_ERR_STALE_HANDLE);
+    assert_null(none);
+    /* A lease handle is not a row handle, nor the other way round. */
+    assert_int_equal(fx_cancel(b, (fx_row *)(void *)lb), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_lease_release(b, (fx_lease *)(void *)rb),
+                     FX_ERR_STALE_HANDLE);
+
+    /* Nothing of b's was touched: its lease is pinned, its row runs to
+     * max_tokens, and so do a's. */
+    assert_int_equal(fx_lease_ready(b, lb), 1);
+    assert_int_equal(fx_lease_pinned(b, lb), 1);
+    drain(a);
+    drain(b);
+    assert_int_equal(oa.done, 1);
+    assert_int_equal(ob.done, 1);
+    assert_int_equal(oa.finish, FX_FINISH_LENGTH);
+    assert_int_equal(ob.finish, FX_FINISH_LENGTH);
+    assert_int_equal(fx_lease_release(a, la), FX_OK);
+    assert_int_equal(fx_lease_release(b, lb), FX_OK);
+    fx_batcher_free(a);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s",
@@ -544,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_chain_grammar_submit),
         cmocka_unit_test(test_kv_bytes_capped),
         cmocka_unit_test(test_all_banned),
+        cmocka_unit_test(test_foreign_handles),
     };
     return cmocka_run_group_tests_name("reliability_fixes", tests, setup,
                                        teardown);
