@@ -16,6 +16,9 @@
  *   row and a lease in the same slot with the same generation -- is
  *   FX_ERR_STALE_HANDLE (0 from fx_lease_ready / fx_lease_pinned) in every
  *   call that takes one, and B's row and lease are untouched;
+ * - a grammar row's parse is sized to its grammar: a small grammar's
+ *   submit asks for a few KB, not the 2 MB of scratch it once allocated
+ *   and cleared per row;
  */
 /* fork, setrlimit, clock_gettime */
 #define _GNU_SOURCE
@@ -234,12 +237,14 @@ typedef struct watch_alloc {
     long calls, live;
     long refused;       /* calls that returned NULL */
     long after_refusal; /* calls made after the first NULL */
+    uint64_t bytes;     /* asked for, in all */
 } watch_alloc;
 
 static void *wa_malloc(void *user, size_t size) {
     watch_alloc *w = user;
     w->calls++;
     if (w->refused) w->after_refusal++;
+    w->bytes += size;
     void *p = malloc(size ? size : 1);
     if (p) w->live++;
     else w->refused++;
@@ -250,6 +255,7 @@ static void *wa_realloc(void *user, void *ptr, size_t size) {
     watch_alloc *w = user;
     w->calls++;
     if (w->refused) w->after_refusal++;
+    w->bytes += size;
     void *p = realloc(ptr, size ? size : 1);
     if (p && !ptr) w->live++;
     if (!p) w->refused++;
@@ -586,6 +592,132 @@ static void test_foreign_handles(void **state) {
     fx_model_free(m);
 }
 
+/* ---- 5d. a grammar row's memory ---- */
+
+/* Bytes one fx_submit of r asks the allocator for; the row runs to its
+ * end afterwards. */
+static uint64_t submit_bytes(fx_batcher *b, watch_alloc *w, fx_request *r) {
+    outcome o = {0};
+    r->user = &o;
+    uint64_t before = w->bytes;
+    fx_row *row;
+    assert_int_equal(fx_submit(b, r, &row), FX_OK);
+    uint64_t asked = w->bytes - before;
+    drain(b);
+    assert_int_equal(o.done, 1);
+    assert_int_not_equal(o.finish, FX_FINISH_ERROR);
+    return asked;
+}
+
+/* The bound a row's parse is sized by holds: for grammars without
+ * recursion, with many stacks alive at once, every string over their
+ * alphabet up to 8 characters is accepted (or refused, complete or not)
+ * exactly as by a parse with all of FX_GRAMMAR_ROW_FRAMES. */
+static int run_string(fx_gstate *s, fx_gwork *w, const char *text) {
+    fx_error err;
+    for (size_t i = 0; text[i]; i++)
+        if (fx_gstate_accept(s, w, text + i, 1, &err) != FX_OK)
+            return strstr(err.message, "deeper") ? -1 : 0;
+    return fx_gstate_complete(s) ? 2 : 1;
+}
+
+static void test_grammar_row_bound(void **state) {
+    (void)state;
+    static const char *const grammars[] = {
+        "root ::= a a a a\na ::= \"x\" | \"x\" \"y\" | b\nb ::= \"x\"? \"y\"?\n",
+        "root ::= (a b)? c\na ::= b? \"x\" b?\nb ::= \"y\" c? \"y\"?\n"
+        "c ::= (\"x\" | \"y\")? (\"x\" \"y\")?\n",
+        "root ::= a \"x\"\na ::= b \"y\" | b\nb ::= c \"x\"? | c \"y\"\n"
+        "c ::= \"x\" | \"y\" | \"\"\n",
+    };
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_vocab_trie t;
+    memset(&t, 0, sizeof t);
+    t.max_depth = 64;
+    t.n_vocab = 1;
+    fx_gwork w;
+    fx_error err;
+    assert_int_equal(fx_gwork_init(&w, &alloc, &t, &err), FX_OK);
+    for (size_t gi = 0; gi < sizeof grammars / sizeof *grammars; gi++) {
+        fx_grammar *g = NULL;
+        assert_int_equal(fx_grammar_compile(&alloc, grammars[gi],
+                                            strlen(grammars[gi]), NULL, &g, &err),
+                         FX_OK);
+        assert_true(g->row_frames < FX_GRAMMAR_ROW_FRAMES);
+        char text[9];
+        for (unsigned len = 0; len <= 8; len++)
+            for (unsigned bits = 0; bits < (1u << len); bits++) {
+                for (unsigned i = 0; i < len; i++)
+                    text[i] = (bits >> i) & 1 ? 'y' : 'x';
+                text[len] = '\0';
+                fx_gstate own, big;
+                assert_int_equal(fx_gstate_init_work(&own, &alloc, g, &w, &err),
+                                 FX_OK);
+                assert_int_equal(fx_gstate_init_work(&big, &alloc, g, &w, &err),
+                                 FX_OK);
+                fx_gframe *f = realloc(big.frames, FX_GRAMMAR_ROW_FRAMES *
+                                                       sizeof *big.frames);
+                assert_non_null(f);
+                big.frames = f;
+                big.frames_cap = FX_GRAMMAR_ROW_FRAMES;
+                int a = run_string(&own, &w, text), b = run_string(&big, &w, text);
+                if (a != b)
+                    fail_msg("grammar %zu, \"%s\": %d with %u frames, %d with "
+                             "%u", gi, text, a, g->row_frames, b,
+                             FX_GRAMMAR_ROW_FRAMES);
+                fx_gstate_free(&own, &alloc);
+                fx_gstate_free(&big, &alloc);
+            }
+        fx_grammar_free(g);
+    }
+    fx_gwork_free(&w, &alloc);
+}
+
+static void test_grammar_row_memory(void **state) {
+    (void)state;
+    fx_model *m = NULL;
+    char err[256];
+    if (fx_model_load(json_model_path, NULL, &m, err, sizeof err) != FX_OK)
+        fail_msg("load: %s", err);
+    watch_alloc w = {0};
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.max_rows = 2;
+    p.n_ctx = 128;
+    p.max_step_tokens = 32;
+    p.allocator = (fx_allocator){wa_malloc, wa_realloc, wa_free, &w};
+    fx_batcher *b = NULL;
+    assert_int_equal(fx_batcher_create(m, &p, &b, err, sizeof err), FX_OK);
+    static const char small[] = "root ::= (\"<t40>\" | \"<t41>\") \"<t42>\"\n";
+    int32_t prompt[8];
+    fx_request r;
+    /* The first grammar builds the batcher's vocabulary trie and walk
+     * scratch, once; the JSON grammar is compiled at its first use. */
+    plain_request(&r, prompt, 0);
+    r.grammar = small;
+    r.grammar_len = sizeof small - 1;
+    r.flags = 0;
+    uint64_t first = submit_bytes(b, &w, &r);
+    uint64_t again = submit_bytes(b, &w, &r);
+    plain_request(&r, prompt, 1);
+    r.flags = FX_REQUEST_JSON;
+    uint64_t json_first = submit_bytes(b, &w, &r);
+    uint64_t json_again = submit_bytes(b, &w, &r);
+    print_message("submit bytes: small grammar %llu (first %llu), JSON %llu "
+                  "(first %llu)\n", (unsigned long long)again,
+                  (unsigned long long)first, (unsigned long long)json_again,
+                  (unsigned long long)json_first);
+    /* A two-token grammar: its program, its compile's scratch, a parse of
+     * one frame and the stacks' tops (2 KiB), the prompt. */
+    assert_true(again < 16 * 1024);
+    /* JSON recurses: the row keeps up to FX_GRAMMAR_ROW_FRAMES frames. */
+    assert_true(json_again < 64 * 1024);
+    fx_batcher_free(b);
+    assert_int_equal(w.live, 0);
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s",
@@ -618,6 +750,8 @@ int main(void) {
         cmocka_unit_test(test_kv_bytes_capped),
         cmocka_unit_test(test_all_banned),
         cmocka_unit_test(test_foreign_handles),
+        cmocka_unit_test(test_grammar_row_bound),
+        cmocka_unit_test(test_grammar_row_memory),
     };
     return cmocka_run_group_tests_name("reliability_fixes", tests, setup,
                                        teardown);

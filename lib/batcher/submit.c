@@ -108,9 +108,8 @@ static fx_status set_grammar(fx_batcher_impl *b, row *r, const fx_request *req) 
             return st;
         g = b->json;
     }
-    if ((st = fx_sample_ctx_grammar(&b->sctx, &b->alloc, &b->err)) != FX_OK)
-        return st;
-    return fx_sampler_set_grammar(&r->sampler, &b->alloc, g, &b->err);
+    return fx_sampler_set_grammar_ctx(&r->sampler, &b->sctx, &b->alloc, g,
+                                      &b->err);
 }
 
 /* Fills a fresh row from a request (and the lease it continues). */
