@@ -36,3 +36,9 @@ add_test(NAME abi_check
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/libferrox.abi
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/suppressions)
 set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Issue 36's fixes: a chain grammar deeper than a row's frames, kv_bytes
+# past what the machine holds (under RLIMIT_AS), -INFINITY biases on every
+# allowed token, handles from another batcher, a DONE's reserved queue
+# slot, poll and lease states told apart, a small grammar's small parse.
+fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c INTERNAL)
