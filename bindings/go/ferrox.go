@@ -71,6 +71,7 @@ const (
 	ErrNoRoom         Status = 22
 	ErrInternal       Status = 23
 	ErrGrammar        Status = 24
+	ErrAllBanned      Status = 25
 )
 
 // String is the library's short description ("truncated file").

@@ -84,6 +84,7 @@ class Status(_Enum):
     NO_ROOM = 22
     INTERNAL = 23
     GRAMMAR = 24
+    ALL_BANNED = 25
 
 
 class Finish(_Enum):

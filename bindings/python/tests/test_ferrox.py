@@ -90,6 +90,15 @@ class TestLayout(unittest.TestCase):
             self.assertEqual(os.path.dirname(pkg), os.path.abspath(INSTALLED))
         self.assertTrue(os.path.isfile(os.path.join(pkg, "py.typed")))
 
+    def test_every_library_status_is_a_status(self):
+        # A code the library describes but Status lacks would surface as a
+        # bare int: the enum was not updated with the header.
+        L = _capi.lib()
+        for code in range(64):
+            known = L.fx_status_str(code) != b"unknown status"
+            self.assertEqual(known, code in ferrox.Status._value2member_map_,
+                             "status %d: %s" % (code, L.fx_status_str(code)))
+
     def test_enums_print_as_names(self):
         # Since Python 3.11 an IntEnum's str() and format() are the number.
         self.assertEqual(str(ferrox.Finish.LENGTH), "Finish.LENGTH")

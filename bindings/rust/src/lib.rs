@@ -46,7 +46,7 @@ const ABI_MAJOR: u32 = 0;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Status(pub i32);
 
-const STATUS_NAMES: [&str; 25] = [
+const STATUS_NAMES: [&str; 26] = [
     "OK",
     "INVALID_ARG",
     "NOMEM",
@@ -72,6 +72,7 @@ const STATUS_NAMES: [&str; 25] = [
     "NO_ROOM",
     "INTERNAL",
     "GRAMMAR",
+    "ALL_BANNED",
 ];
 
 #[allow(missing_docs)]
@@ -101,6 +102,7 @@ impl Status {
     pub const NO_ROOM: Status = Status(22);
     pub const INTERNAL: Status = Status(23);
     pub const GRAMMAR: Status = Status(24);
+    pub const ALL_BANNED: Status = Status(25);
 
     /// The library's short description ("truncated file").
     pub fn description(self) -> &'static str {
