@@ -355,6 +355,17 @@ int fx_batcher_impl_lease_pinned(const fx_batcher_impl *b, const fx_lease *h) {
     return l && l->state == LEASE_READY;
 }
 
+fx_status fx_batcher_impl_lease_status(const fx_batcher_impl *b,
+                                       const fx_lease *h, fx_lease_state *out) {
+    uint32_t index;
+    const lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
+    if (!l) return FX_ERR_STALE_HANDLE;
+    *out = l->state == LEASE_PENDING ? FX_LEASE_PENDING
+           : l->state == LEASE_READY ? FX_LEASE_PINNED
+                                     : FX_LEASE_UNPINNED;
+    return FX_OK;
+}
+
 /* Frees a lease record once nothing refers to it any more. */
 void fx_batcher_lease_drop(fx_batcher_impl *b, uint32_t index) {
     lease_rec *l = &b->leases[index];
