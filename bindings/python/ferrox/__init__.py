@@ -773,10 +773,16 @@ class Batcher:
         while self._orphan_leases:
             L.fx_lease_release(self._handle, self._orphan_leases.pop())
 
-    def _dispatch(self):
+    def _dispatch(self) -> int:
+        """Routes every queued event to its row; returns the status of the
+        poll that found none (FX_OK unless polling itself failed)."""
         L = lib()
         ev = _capi.Event()
-        while L.fx_poll(self._handle, ctypes.byref(ev)):
+        st = ctypes.c_int(Status.OK)
+        # The binding's own size of fx_event: the library writes exactly
+        # that much, so a newer library never writes past it.
+        while L.fx_poll_sized(self._handle, ctypes.byref(ev),
+                              ctypes.sizeof(ev), ctypes.byref(st)):
             state = self._rows.get(ev.user)
             if state is None:
                 continue  # a row released after the event was queued
@@ -787,6 +793,7 @@ class Batcher:
             if isinstance(converted, Done):
                 state.ended = True
                 del self._rows[ev.user]
+        return st.value
 
     def step(self) -> None:
         """One bounded tick (fx_step); the events it produces are routed to
@@ -796,9 +803,11 @@ class Batcher:
             self._release_orphans()
             st = lib().fx_step(self._handle)
             # Events produced before a failure still reach their rows.
-            self._dispatch()
+            poll_st = self._dispatch()
             if st != Status.OK:
                 self._fail(st)
+            if poll_st != Status.OK:
+                self._fail(poll_st)
 
     def run(self) -> None:
         """Steps until no row is queued or running."""

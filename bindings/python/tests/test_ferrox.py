@@ -79,6 +79,21 @@ class TestLayout(unittest.TestCase):
                 self.assertEqual(getattr(obj, field), value,
                                  "%s.%s" % (name, field))
 
+    def test_event_is_the_first_layout(self):
+        # fx_poll_sized refuses a size below fx_event's first layout and
+        # accepts that size: the binding's Event must be exactly it.
+        L = _capi.lib()
+        with ferrox.Model(MODEL) as m, ferrox.Batcher(m, n_ctx=64) as b:
+            ev = _capi.Event()
+            st = ctypes.c_int(-1)
+            size = ctypes.sizeof(ev)
+            self.assertEqual(L.fx_poll_sized(b._handle, ctypes.byref(ev),
+                                             size, ctypes.byref(st)), 0)
+            self.assertEqual(st.value, ferrox.Status.OK)
+            L.fx_poll_sized(b._handle, ctypes.byref(ev), size - 1,
+                            ctypes.byref(st))
+            self.assertEqual(st.value, ferrox.Status.INVALID_ARG)
+
     def test_version(self):
         self.assertRegex(ferrox.version(), r"^0\.\d+\.\d+$")
 

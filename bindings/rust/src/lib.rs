@@ -865,7 +865,11 @@ impl Shared {
         let st = unsafe { sys::fx_step(self.raw) };
         // Events from before a failure still reach their rows.
         let mut ev: sys::fx_event = unsafe { std::mem::zeroed() };
-        while unsafe { sys::fx_poll(self.raw, &mut ev) } != 0 {
+        let mut poll_st = sys::FX_OK;
+        // Our own size of fx_event: the library writes exactly that much,
+        // so a newer library never writes past it.
+        let size = std::mem::size_of::<sys::fx_event>();
+        while unsafe { sys::fx_poll_sized(self.raw, &mut ev, size, &mut poll_st) } != 0 {
             let row = match state.rows.get_mut(&(ev.user as usize)) {
                 Some(row) => row,
                 None => continue, // released after the event was queued
@@ -879,6 +883,9 @@ impl Shared {
         }
         if st != sys::FX_OK {
             return Err(self.fail(st));
+        }
+        if poll_st != sys::FX_OK {
+            return Err(self.fail(poll_st));
         }
         Ok(())
     }

@@ -45,6 +45,33 @@ fn sampled(prompt: &str, max_tokens: u32, seed: u64) -> Request {
 }
 
 #[test]
+fn event_is_the_first_layout() {
+    // fx_poll_sized refuses a size below fx_event's first layout and
+    // accepts that size: sys::fx_event must be exactly it.
+    let path = std::ffi::CString::new(model_path()).unwrap();
+    let mut m: *mut sys::fx_model = std::ptr::null_mut();
+    let mut b: *mut sys::fx_batcher = std::ptr::null_mut();
+    let mut err = [0 as std::os::raw::c_char; 256];
+    unsafe {
+        let st = sys::fx_model_load(path.as_ptr(), std::ptr::null(), &mut m,
+                                    err.as_mut_ptr(), err.len());
+        assert_eq!(st, sys::FX_OK);
+        let st = sys::fx_batcher_create(m, std::ptr::null(), &mut b,
+                                        err.as_mut_ptr(), err.len());
+        assert_eq!(st, sys::FX_OK);
+        let mut ev: sys::fx_event = std::mem::zeroed();
+        let size = std::mem::size_of::<sys::fx_event>();
+        let mut st = -1;
+        assert_eq!(sys::fx_poll_sized(b, &mut ev, size, &mut st), 0);
+        assert_eq!(st, sys::FX_OK);
+        sys::fx_poll_sized(b, &mut ev, size - 1, &mut st);
+        assert_eq!(st, Status::INVALID_ARG.0);
+        sys::fx_batcher_free(b);
+        sys::fx_model_free(m);
+    }
+}
+
+#[test]
 fn struct_layouts_match_the_library() {
     // fx_*_init_sized writes defaults only inside the size it is given and
     // stores that size in struct_size. Given our size, the library's
