@@ -401,7 +401,8 @@ int main(int argc, char **argv) {
             rc = 1;
         }
         fx_event ev;
-        while (fx_poll(b, &ev)) {
+        fx_status pst = FX_OK;
+        while (fx_poll_sized(b, &ev, sizeof ev, &pst)) {
             row_out *r = ev.user;
             if (ev.type == FX_EVENT_TEXT) {
                 if (stream) {
@@ -427,6 +428,11 @@ int main(int argc, char **argv) {
                 }
                 if (ev.finish == FX_FINISH_ERROR) rc = 1;
             }
+        }
+        if (pst != FX_OK) {
+            fprintf(stderr, "ferrox-run: poll: %s: %s\n", fx_status_str(pst),
+                    fx_batcher_errmsg(b));
+            rc = 1;
         }
     }
 
