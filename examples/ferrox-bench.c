@@ -2,8 +2,8 @@
  * ferrox-bench: throughput and latency of a model through the batcher,
  * next to the roofline of the machine measured in the same run.
  *
- * Prints one JSON object per line (see usage() for the phases and fields).
- * Every measurement is the median over --repeats; with --mode both the
+ * Prints one JSON object per line (see usage() for the phases and fields);
+ * stderr says which phase is running. Every measurement is the median over --repeats; with --mode both the
  * deterministic and the fast batcher are measured repeat by repeat in
  * turn, so a shared machine's load falls on both alike.
  *

@@ -10,7 +10,8 @@
  * --vocab-from copies every tokenizer.* key of a (vocabulary-only) GGUF,
  * so the model tokenizes real text. The weights are uniform in
  * +-1/sqrt(fan_in) from a splitmix64 stream seeded by --seed: the same
- * arguments give the same file on every machine.
+ * arguments give the same file on every machine. Progress (generating,
+ * writing, wrote) goes to stderr.
  *
  * A developer tool: it uses the library's internal GGUF reader and the
  * tests' GGUF writer, the same code the test suite builds its models with.
