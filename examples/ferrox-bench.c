@@ -2,8 +2,8 @@
  * ferrox-bench: throughput and latency of a model through the batcher,
  * next to the roofline of the machine measured in the same run.
  *
- * Prints one JSON object per line (see usage() for the phases and fields).
- * Every measurement is the median over --repeats; with --mode both the
+ * Prints one JSON object per line (see usage() for the phases and fields);
+ * stderr says which phase is running. Every measurement is the median over --repeats; with --mode both the
  * deterministic and the fast batcher are measured repeat by repeat in
  * turn, so a shared machine's load falls on both alike.
  *
@@ -17,7 +17,9 @@
 #include <ferrox.h>
 
 #include "bench.h"
+#include "cli.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +366,20 @@ static int bench_ttft(fx_model *m, const options *o, const model_cost *mc,
 
 /* ---- setup ---- */
 
+/* One line on stderr before each phase: the results go to stdout, so a
+ * long run shows where it is without mixing into them. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void progress(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ferrox-bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
 /* One short generation before anything is timed: the first touch of the
  * mapped weights pages them in, which would otherwise land in the first
  * measurement. */
@@ -478,6 +494,38 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
+/* "1,4,16": 0, or -1 for anything but 1 to 16 numbers in 1..4096. */
+static int parse_rows(const char *v, options *o) {
+    o->n_rows = 0;
+    for (const char *s = v;;) {
+        if (*s < '0' || *s > '9' || o->n_rows == 16) return -1;
+        char *end;
+        const unsigned long n = strtoul(s, &end, 10);
+        if (n < 1 || n > 4096) return -1;
+        o->rows[o->n_rows++] = (uint32_t)n;
+        if (*end == '\0') return 0;
+        if (*end != ',') return -1;
+        s = end + 1;
+    }
+}
+
+/* "prefill,decode": 0, or -1 for an empty list or an unknown phase. */
+static int parse_phases(const char *v, options *o) {
+    static const char *const names[4] = {"roofline", "prefill", "decode", "ttft"};
+    int *const flags[4] = {&o->roofline, &o->prefill, &o->decode, &o->ttft};
+    for (int i = 0; i < 4; i++) *flags[i] = 0;
+    for (const char *s = v;;) {
+        const size_t len = strcspn(s, ",");
+        int known = 0;
+        for (int i = 0; i < 4; i++)
+            if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0)
+                *flags[i] = known = 1;
+        if (!known) return -1;
+        if (s[len] == '\0') return 0;
+        s += len + 1;
+    }
+}
+
 static int parse_modes(const char *v, options *o) {
     if (!strcmp(v, "deterministic")) {
         o->modes[0] = MODE_DET;
@@ -512,62 +560,61 @@ int main(int argc, char **argv) {
     o.roof_mib = 1024;
     o.gemm_n = 2048;
     int mapped = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!strcmp(a, "--fast")) {
-            parse_modes("fast", &o);
-            continue;
-        }
-        if (!strcmp(a, "--mapped")) {
-            mapped = 1;
-            continue;
-        }
-        if (!v) return usage(stderr);
-        i++;
-        if (!strcmp(a, "--model")) o.model = v;
-        else if (!strcmp(a, "--threads")) o.threads = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--prompt-tokens")) o.prompt_tokens = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--gen-tokens")) o.gen_tokens = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--repeats")) o.repeats = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--prefix-tokens")) o.prefix_tokens = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--step-tokens")) o.step_tokens = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--roofline-mib")) o.roof_mib = (size_t)atol(v);
-        else if (!strcmp(a, "--gemm-n")) o.gemm_n = (size_t)atol(v);
-        else if (!strcmp(a, "--bandwidth-gbps")) o.bw_gbps = atof(v);
-        else if (!strcmp(a, "--peak-gflops")) o.peak_gflops = atof(v);
-        else if (!strcmp(a, "--mode")) {
-            if (parse_modes(v, &o) != 0) return usage(stderr);
-        } else if (!strcmp(a, "--rows")) {
-            o.n_rows = 0;
-            for (char *s = (char *)v; *s && o.n_rows < 16;) {
-                o.rows[o.n_rows++] = (uint32_t)strtoul(s, &s, 10);
-                if (*s == ',') s++;
-            }
-        } else if (!strcmp(a, "--phases")) {
-            o.roofline = strstr(v, "roofline") != NULL;
-            o.prefill = strstr(v, "prefill") != NULL;
-            o.decode = strstr(v, "decode") != NULL;
-            o.ttft = strstr(v, "ttft") != NULL;
-        } else return usage(stderr);
+    cli c;
+    cli_init(&c, "ferrox-bench", argc, argv);
+    while (cli_next(&c)) {
+        int bad = 0;
+        uint64_t n = 0;
+        const char *v = NULL;
+        if (cli_is_help(&c)) return usage(stdout);
+        else if (cli_is(&c, "--fast")) parse_modes("fast", &o);
+        else if (cli_is(&c, "--mapped")) mapped = 1;
+        else if (cli_is(&c, "--model")) bad = !(o.model = cli_value(&c));
+        else if (cli_is(&c, "--threads")) bad = cli_u32(&c, 1, 256, &o.threads);
+        else if (cli_is(&c, "--prompt-tokens")) bad = cli_u32(&c, 1, 1u << 20, &o.prompt_tokens);
+        else if (cli_is(&c, "--gen-tokens")) bad = cli_u32(&c, 2, 1u << 20, &o.gen_tokens);
+        else if (cli_is(&c, "--repeats")) bad = cli_u32(&c, 1, 64, &o.repeats);
+        else if (cli_is(&c, "--prefix-tokens")) bad = cli_u32(&c, 0, 1u << 20, &o.prefix_tokens);
+        else if (cli_is(&c, "--step-tokens")) bad = cli_u32(&c, 1, 1u << 20, &o.step_tokens);
+        else if (cli_is(&c, "--roofline-mib")) {
+            bad = cli_u64(&c, 64, 1u << 20, &n);
+            o.roof_mib = (size_t)n;
+        } else if (cli_is(&c, "--gemm-n")) {
+            bad = cli_u64(&c, 64, 1u << 16, &n);
+            if (!bad && n % 32 != 0)
+                return cli_usage_error(&c, "--gemm-n: %llu is not a multiple of 32",
+                                       (unsigned long long)n);
+            o.gemm_n = (size_t)n;
+        } else if (cli_is(&c, "--bandwidth-gbps")) bad = cli_double(&c, 0, 1e6, 1, &o.bw_gbps);
+        else if (cli_is(&c, "--peak-gflops")) bad = cli_double(&c, 0, 1e9, 1, &o.peak_gflops);
+        else if (cli_is(&c, "--mode")) {
+            if (!(v = cli_value(&c))) return CLI_USAGE;
+            if (parse_modes(v, &o) != 0)
+                return cli_usage_error(&c, "--mode: '%s' is not deterministic, "
+                                           "fast or both", v);
+        } else if (cli_is(&c, "--rows")) {
+            if (!(v = cli_value(&c))) return CLI_USAGE;
+            if (parse_rows(v, &o) != 0)
+                return cli_usage_error(&c, "--rows: '%s' is not a list of up to "
+                                           "16 row counts from 1 to 4096", v);
+        } else if (cli_is(&c, "--phases")) {
+            if (!(v = cli_value(&c))) return CLI_USAGE;
+            if (parse_phases(v, &o) != 0)
+                return cli_usage_error(&c, "--phases: '%s' is not a list of "
+                                           "roofline, prefill, decode, ttft", v);
+        } else return cli_unknown(&c);
+        if (bad) return CLI_USAGE;
     }
-    if (!o.model || o.threads == 0 || o.repeats == 0 || o.repeats > 64 ||
-        o.gen_tokens < 2 || o.prompt_tokens == 0 || o.roof_mib < 64 ||
-        o.gemm_n < 64 || o.gemm_n % 32 != 0 || o.step_tokens == 0)
-        return usage(stderr);
-    for (size_t i = 0; i < o.n_rows; i++)
-        if (o.rows[i] == 0) return usage(stderr);
+    if (!o.model) return cli_usage_error(&c, "--model is required");
 
     fx_model *m = NULL;
     char err[512];
     fx_model_params mp;
     fx_model_params_init(&mp);
     if (mapped) mp.flags |= FX_MODEL_MAPPED_WEIGHTS;
+    progress("loading %s", o.model);
     fx_status st = fx_model_load(o.model, &mp, &m, err, sizeof err);
-    if (st != FX_OK) {
-        fprintf(stderr, "ferrox-bench: %s: %s\n", fx_status_str(st), err);
-        return 1;
-    }
+    if (st != FX_OK) return cli_fail("ferrox-bench", o.model, fx_status_str(st), err);
     model_cost mc;
     if (model_costs(m, &mc) != 0) {
         fprintf(stderr, "ferrox-bench: %s: not a model with layers\n", o.model);
@@ -575,15 +622,32 @@ int main(int argc, char **argv) {
         return 1;
     }
     roofline rf = {o.bw_gbps, o.peak_gflops};
+    progress("warming up (one short generation)");
     int rc = warm_up(m, &o, &mc);
-    if (o.roofline) rc |= bench_roofline(&o, &mc, &rf);
-    if (o.prefill) rc |= bench_prefill(m, &o, &mc, &rf);
+    if (o.roofline) {
+        progress("roofline: read bandwidth over %zu MiB, sgemm at n=%zu",
+                 o.roof_mib, o.gemm_n);
+        rc |= bench_roofline(&o, &mc, &rf);
+    }
+    if (o.prefill) {
+        progress("prefill: %u prompt tokens, %u repeats", o.prompt_tokens,
+                 o.repeats);
+        rc |= bench_prefill(m, &o, &mc, &rf);
+    }
     /* No probe when the bandwidth is given: the fractions use that. */
     bw_probe *probe = o.decode && o.bw_gbps <= 0 ? bw_probe_create(&o) : NULL;
-    for (size_t i = 0; o.decode && i < o.n_rows; i++)
+    for (size_t i = 0; o.decode && i < o.n_rows; i++) {
+        progress("decode: %u rows, %u tokens each, %u repeats", o.rows[i],
+                 o.gen_tokens, o.repeats);
         rc |= bench_decode(m, &o, o.rows[i], &mc, &rf, probe);
+    }
     bw_probe_free(probe);
-    if (o.ttft) rc |= bench_ttft(m, &o, &mc, &rf);
+    if (o.ttft) {
+        progress("ttft: a %u-token prefix, cold then cached, %u repeats",
+                 o.prefix_tokens, o.repeats);
+        rc |= bench_ttft(m, &o, &mc, &rf);
+    }
+    progress(rc ? "failed" : "done");
     fx_model_free(m);
     return rc ? 1 : 0;
 }

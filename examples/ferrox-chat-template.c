@@ -14,9 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ferrox.h"
 
-static void usage(FILE *f) {
+static int usage(FILE *f) {
     fprintf(f,
         "usage: ferrox-chat-template (--model M.gguf | --template NAME_OR_TEXT)\n"
         "           [--system S] --user U [--assistant A --user U ...]\n"
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < fx_chat_family_count(); i++)
         fprintf(f, " %s", fx_chat_family_name(i));
     fprintf(f, "\n");
+    return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
 static char *read_file(const char *path) {
@@ -65,53 +67,57 @@ int main(int argc, char **argv) {
     int rc = 1;
     if (!msgs) return 1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *role = NULL;
-        if (strcmp(a, "--system") == 0) role = "system";
-        else if (strcmp(a, "--user") == 0) role = "user";
-        else if (strcmp(a, "--assistant") == 0) role = "assistant";
-        if (role || strcmp(a, "--model") == 0 || strcmp(a, "--template") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s needs a value\n", a);
-                usage(stderr);
+    cli c;
+    cli_init(&c, "ferrox-chat-template", argc, argv);
+    while (cli_next(&c)) {
+        const char *role = NULL, *v = NULL;
+        if (cli_is(&c, "--system")) role = "system";
+        else if (cli_is(&c, "--user")) role = "user";
+        else if (cli_is(&c, "--assistant")) role = "assistant";
+        if (role || cli_is(&c, "--model") || cli_is(&c, "--template")) {
+            const int is_model = cli_is(&c, "--model");
+            if (!(v = cli_value(&c))) {
+                rc = CLI_USAGE;
                 goto done;
             }
-            const char *v = argv[++i];
             if (role) {
                 msgs[n].role = role;
                 msgs[n].content = v;
                 n++;
-            } else if (a[2] == 'm') {
+            } else if (is_model) {
                 model_path = v;
             } else if (v[0] == '@') {
+                free(tmpl_file);
                 tmpl_file = read_file(v + 1);
                 if (!tmpl_file) {
-                    fprintf(stderr, "cannot read %s\n", v + 1);
+                    fprintf(stderr, "ferrox-chat-template: cannot read %s\n",
+                            v + 1);
                     goto done;
                 }
                 tmpl = tmpl_file;
             } else {
                 tmpl = v;
             }
-        } else if (strcmp(a, "--no-assistant-opener") == 0) {
-            flags &= ~FX_CHAT_ADD_ASSISTANT;
-        } else if (strcmp(a, "--with-bos") == 0) {
+        } else if (cli_is(&c, "--no-assistant-opener")) {
+            flags &= ~(uint32_t)FX_CHAT_ADD_ASSISTANT;
+        } else if (cli_is(&c, "--with-bos")) {
             flags |= FX_CHAT_WITH_BOS;
-        } else if (strcmp(a, "--stops") == 0) {
+        } else if (cli_is(&c, "--stops")) {
             show_stops = 1;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            rc = 0;
+        } else if (cli_is_help(&c)) {
+            rc = usage(stdout);
             goto done;
         } else {
-            fprintf(stderr, "unknown argument %s\n", a);
-            usage(stderr);
+            rc = cli_unknown(&c);
             goto done;
         }
     }
-    if ((!model_path && !tmpl) || n == 0) {
-        usage(stderr);
+    if (!model_path && !tmpl) {
+        rc = cli_usage_error(&c, "give --model or --template");
+        goto done;
+    }
+    if (n == 0) {
+        rc = cli_usage_error(&c, "no message: give at least one --user");
         goto done;
     }
 
@@ -124,7 +130,7 @@ int main(int argc, char **argv) {
         fx_status st = fx_model_load(model_path, &params, &model, err,
                                      sizeof err);
         if (st != FX_OK) {
-            fprintf(stderr, "%s: %s\n", fx_status_str(st), err);
+            cli_fail("ferrox-chat-template", model_path, fx_status_str(st), err);
             goto done;
         }
     }
@@ -146,8 +152,8 @@ int main(int argc, char **argv) {
                                             &needed, errbuf, sizeof errbuf);
     }
     if (st != FX_OK) {
-        fprintf(stderr, "%s: %s\n", fx_status_str(st),
-                model ? fx_model_errmsg(model) : errbuf);
+        cli_fail("ferrox-chat-template", NULL, fx_status_str(st),
+                 model ? fx_model_errmsg(model) : errbuf);
     } else {
         fwrite(out, 1, needed - 1, stdout);
         rc = 0;

@@ -10,7 +10,8 @@
  * --vocab-from copies every tokenizer.* key of a (vocabulary-only) GGUF,
  * so the model tokenizes real text. The weights are uniform in
  * +-1/sqrt(fan_in) from a splitmix64 stream seeded by --seed: the same
- * arguments give the same file on every machine.
+ * arguments give the same file on every machine. Progress (generating,
+ * writing, wrote) goes to stderr.
  *
  * A developer tool: it uses the library's internal GGUF reader and the
  * tests' GGUF writer, the same code the test suite builds its models with.
@@ -19,16 +20,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "gguf/gguf.h"
 #include "gguf_writer.h"
 
-static int usage(void) {
-    fprintf(stderr,
+static int usage(FILE *f) {
+    fprintf(f,
             "usage: ferrox-mkmodel [--arch llama|qwen2] [--dim N] [--layers N]\n"
             "         [--heads N] [--kv-heads N] [--ffn N] [--ctx N]\n"
             "         [--type f32|f16|bf16|q8_0] [--seed S] [--tied]\n"
-            "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n");
-    return 2;
+            "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n"
+            "Writes a model with deterministic random weights; the same\n"
+            "arguments give the same file.\n");
+    return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
 typedef struct vocab_source {
@@ -49,14 +53,6 @@ static size_t copy_vocab(gw_buf *b, void *user) {
     return copied;
 }
 
-static int parse_u32(const char *s, uint32_t *out) {
-    char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v == 0 || v > 0xFFFFFFFFul) return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
@@ -69,49 +65,44 @@ int main(int argc, char **argv) {
     spec.n_ctx = 4096;
     const char *out = NULL, *vocab_from = NULL;
     int kv_heads_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    const char *type = "f32";
+    cli c;
+    cli_init(&c, "ferrox-mkmodel", argc, argv);
+    while (cli_next(&c)) {
         uint32_t *num = NULL;
-        if (strcmp(a, "--tied") == 0) { spec.tied = 1; continue; }
-        if (!v) return usage();
-        if (strcmp(a, "--arch") == 0) {
-            if (strcmp(v, "llama") != 0 && strcmp(v, "qwen2") != 0) return usage();
-            spec.arch = v;
-        } else if (strcmp(a, "--type") == 0) {
-            if (strcmp(v, "f32") == 0) spec.type = 0;
-            else if (strcmp(v, "f16") == 0) spec.type = 1;
-            else if (strcmp(v, "bf16") == 0) spec.type = 30;
-            else if (strcmp(v, "q8_0") == 0) spec.type = 8;
-            else return usage();
-        } else if (strcmp(a, "--seed") == 0) {
-            spec.seed = strtoull(v, NULL, 10);
-        } else if (strcmp(a, "-o") == 0) {
-            out = v;
-        } else if (strcmp(a, "--vocab-from") == 0) {
-            vocab_from = v;
-        } else if (strcmp(a, "--dim") == 0) num = &spec.n_embd;
-        else if (strcmp(a, "--layers") == 0) num = &spec.n_layer;
-        else if (strcmp(a, "--heads") == 0) num = &spec.n_head;
-        else if (strcmp(a, "--kv-heads") == 0) { num = &spec.n_head_kv; kv_heads_set = 1; }
-        else if (strcmp(a, "--ffn") == 0) num = &spec.n_ff;
-        else if (strcmp(a, "--ctx") == 0) num = &spec.n_ctx;
-        else if (strcmp(a, "--vocab") == 0) num = &spec.n_vocab;
-        else return usage();
-        if (num && parse_u32(v, num) != 0) {
-            fprintf(stderr, "ferrox-mkmodel: %s needs a positive number\n", a);
-            return 2;
-        }
-        i++;
+        int bad = 0;
+        if (cli_is_help(&c)) return usage(stdout);
+        else if (cli_is(&c, "--tied")) spec.tied = 1;
+        else if (cli_is(&c, "--seed")) bad = cli_u64(&c, 0, UINT64_MAX, &spec.seed);
+        else if (cli_is(&c, "-o")) bad = !(out = cli_value(&c));
+        else if (cli_is(&c, "--vocab-from")) bad = !(vocab_from = cli_value(&c));
+        else if (cli_is(&c, "--arch")) bad = !(spec.arch = cli_value(&c));
+        else if (cli_is(&c, "--type")) bad = !(type = cli_value(&c));
+        else if (cli_is(&c, "--dim")) num = &spec.n_embd;
+        else if (cli_is(&c, "--layers")) num = &spec.n_layer;
+        else if (cli_is(&c, "--heads")) num = &spec.n_head;
+        else if (cli_is(&c, "--kv-heads")) num = &spec.n_head_kv, kv_heads_set = 1;
+        else if (cli_is(&c, "--ffn")) num = &spec.n_ff;
+        else if (cli_is(&c, "--ctx")) num = &spec.n_ctx;
+        else if (cli_is(&c, "--vocab")) num = &spec.n_vocab;
+        else return cli_unknown(&c);
+        if (num) bad = cli_u32(&c, 1, UINT32_MAX, num);
+        if (bad) return CLI_USAGE;
     }
-    if (!out) return usage();
+    if (!out) return cli_usage_error(&c, "-o OUT.gguf is required");
+    if (strcmp(spec.arch, "llama") != 0 && strcmp(spec.arch, "qwen2") != 0)
+        return cli_usage_error(&c, "--arch: '%s' is not llama or qwen2", spec.arch);
+    if (strcmp(type, "f32") == 0) spec.type = 0;
+    else if (strcmp(type, "f16") == 0) spec.type = 1;
+    else if (strcmp(type, "bf16") == 0) spec.type = 30;
+    else if (strcmp(type, "q8_0") == 0) spec.type = 8;
+    else return cli_usage_error(&c, "--type: '%s' is not f32, f16, bf16 or q8_0", type);
     if (!kv_heads_set) spec.n_head_kv = spec.n_head;
     if (spec.n_embd % spec.n_head != 0 || spec.n_head % spec.n_head_kv != 0 ||
         (spec.type == 8 && (spec.n_embd % 32 != 0 || spec.n_ff % 32 != 0))) {
-        fprintf(stderr, "ferrox-mkmodel: dim must divide into heads, heads "
-                        "into kv-heads, and q8_0 needs dim and ffn multiples "
-                        "of 32\n");
-        return 2;
+        return cli_usage_error(&c, "dim must divide into heads, heads into "
+                                   "kv-heads, and q8_0 needs dim and ffn "
+                                   "multiples of 32");
     }
 
     vocab_source src = {NULL};
@@ -119,10 +110,10 @@ int main(int argc, char **argv) {
         fx_alloc alloc;
         fx_alloc_init(&alloc, NULL);
         fx_error err;
-        if (fx_gguf_open(vocab_from, &alloc, &src.gguf, &err) != FX_OK) {
-            fprintf(stderr, "ferrox-mkmodel: %s: %s\n", vocab_from, err.message);
-            return 1;
-        }
+        fx_status st = fx_gguf_open(vocab_from, &alloc, &src.gguf, &err);
+        if (st != FX_OK)
+            return cli_fail("ferrox-mkmodel", vocab_from, fx_status_str(st),
+                            err.message);
         const fx_gguf_kv *tokens = fx_gguf_find(src.gguf, "tokenizer.ggml.tokens");
         if (!tokens || tokens->type != FX_GGUF_ARRAY || tokens->count == 0 ||
             tokens->count > 0xFFFFFFu) {
@@ -135,15 +126,21 @@ int main(int argc, char **argv) {
         spec.extra_user = &src;
     }
 
+    /* Progress by phase: the writer builds the whole file in memory. */
+    fprintf(stderr, "ferrox-mkmodel: generating %s weights: %u layers, dim %u, "
+                    "ffn %u, vocab %u, seed %llu\n",
+            type, spec.n_layer, spec.n_embd, spec.n_ff, spec.n_vocab,
+            (unsigned long long)spec.seed);
     gw_buf b = {0};
     gw_build_model(&b, &spec);
     fx_gguf_close(src.gguf);
+    fprintf(stderr, "ferrox-mkmodel: writing %s (%zu bytes)\n", out, b.len);
     if (gw_write_file(&b, out) != 0) {
         fprintf(stderr, "ferrox-mkmodel: cannot write %s\n", out);
         gw_free(&b);
         return 1;
     }
-    fprintf(stderr, "ferrox-mkmodel: wrote %s (%zu bytes)\n", out, b.len);
+    fprintf(stderr, "ferrox-mkmodel: wrote %s\n", out);
     gw_free(&b);
     return 0;
 }

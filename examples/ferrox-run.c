@@ -26,12 +26,21 @@
  * Schema file, converted with fx_json_schema_to_grammar. A grammar that
  * does not compile is reported with its line and column (a schema outside
  * the subset with where it is), and the exit status is 1.
+ *
+ * Each row's finish reason and token counts go to stderr after the output.
+ * A grammar-bound row (--grammar-file, --json, --json-schema) that hit
+ * --max-tokens is said to be truncated there, and the exit status is 1:
+ * the grammar did not end it, so it may be cut short. Usage errors exit
+ * with 2.
  */
 #include <ferrox.h>
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cli.h"
 
 #define MAX_STOPS 16
 
@@ -58,10 +67,13 @@ typedef struct row_out {
     int32_t *ids;
     size_t n_ids;
     int done;
+    fx_finish_reason finish;
+    fx_status status;  /* FX_FINISH_ERROR's cause */
+    fx_usage usage;
 } row_out;
 
-static int usage(void) {
-    fprintf(stderr,
+static int usage(FILE *f) {
+    fprintf(f,
             "usage: ferrox-run --model M (--prompt P | --prompts-file F)\n"
             "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
@@ -69,10 +81,14 @@ static int usage(void) {
             "         [--chat [--system S] [--template NAME]]\n"
             "         [--grammar-file F | --json | --json-schema F]\n"
             "         [--repeat-penalty R]\n"
-            "         [--typical-p P]\n");
-    return 2;
+            "         [--typical-p P]\n"
+            "Each row's finish reason and token counts go to stderr. A row\n"
+            "under --grammar-file, --json or --json-schema that reaches\n"
+            "--max-tokens is reported as truncated and exits with status 1.\n");
+    return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
+/* 0, or the exit status after reporting the problem. */
 static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->max_tokens = 64;
@@ -81,39 +97,55 @@ static int parse_args(int argc, char **argv, options *o) {
     o->typical_p = 1.0f;
     o->parallel = 8;
     o->top_p = 1.0f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
-        if (!strcmp(a, "--ids")) { o->ids = 1; continue; }
-        if (!strcmp(a, "--fast")) { o->fast = 1; continue; }
-        if (!strcmp(a, "--chat")) { o->chat = 1; continue; }
-        if (!strcmp(a, "--json")) { o->json = 1; continue; }
-        if (!v) return -1;
-        i++;
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--prompt")) o->prompt = v;
-        else if (!strcmp(a, "--prompts-file")) o->prompts_file = v;
-        else if (!strcmp(a, "--max-tokens")) o->max_tokens = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--threads")) o->threads = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--parallel")) o->parallel = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--temperature")) o->temperature = strtof(v, NULL);
-        else if (!strcmp(a, "--top-k")) o->top_k = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--top-p")) o->top_p = strtof(v, NULL);
-        else if (!strcmp(a, "--min-p")) o->min_p = strtof(v, NULL);
-        else if (!strcmp(a, "--repeat-penalty")) o->repeat_penalty = strtof(v, NULL);
-        else if (!strcmp(a, "--typical-p")) o->typical_p = strtof(v, NULL);
-        else if (!strcmp(a, "--grammar-file")) o->grammar_file = v;
-        else if (!strcmp(a, "--json-schema")) o->schema_file = v;
-        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--system")) o->system = v;
-        else if (!strcmp(a, "--template")) o->tmpl = v;
-        else if (!strcmp(a, "--stop") && o->n_stops < MAX_STOPS) o->stops[o->n_stops++] = v;
-        else return -1;
+    cli c;
+    cli_init(&c, "ferrox-run", argc, argv);
+    const char **text = NULL;
+    while (cli_next(&c)) {
+        int bad = 0;
+        if (cli_is_help(&c)) {
+            usage(stdout);
+            return -1;
+        }
+        else if (cli_is(&c, "--ignore-eos")) o->ignore_eos = 1;
+        else if (cli_is(&c, "--ids")) o->ids = 1;
+        else if (cli_is(&c, "--fast")) o->fast = 1;
+        else if (cli_is(&c, "--chat")) o->chat = 1;
+        else if (cli_is(&c, "--json")) o->json = 1;
+        else if (cli_is(&c, "--max-tokens")) bad = cli_u32(&c, 1, UINT32_MAX, &o->max_tokens);
+        else if (cli_is(&c, "--threads")) bad = cli_u32(&c, 1, 256, &o->threads);
+        else if (cli_is(&c, "--parallel")) bad = cli_u32(&c, 1, 4096, &o->parallel);
+        else if (cli_is(&c, "--top-k")) bad = cli_u32(&c, 0, UINT32_MAX, &o->top_k);
+        else if (cli_is(&c, "--seed")) bad = cli_u64(&c, 0, UINT64_MAX, &o->seed);
+        else if (cli_is(&c, "--temperature")) bad = cli_float(&c, 0, FLT_MAX, 0, &o->temperature);
+        else if (cli_is(&c, "--top-p")) bad = cli_float(&c, 0, 1, 0, &o->top_p);
+        else if (cli_is(&c, "--min-p")) bad = cli_float(&c, 0, 1, 0, &o->min_p);
+        else if (cli_is(&c, "--typical-p")) bad = cli_float(&c, 0, 1, 0, &o->typical_p);
+        else if (cli_is(&c, "--repeat-penalty")) bad = cli_float(&c, 0, FLT_MAX, 1, &o->repeat_penalty);
+        else if (cli_is(&c, "--stop")) {
+            if (o->n_stops == MAX_STOPS)
+                return cli_usage_error(&c, "at most %d --stop strings", MAX_STOPS);
+            bad = !(o->stops[o->n_stops++] = cli_value(&c));
+        } else {
+            if (cli_is(&c, "--model")) text = &o->model;
+            else if (cli_is(&c, "--prompt")) text = &o->prompt;
+            else if (cli_is(&c, "--prompts-file")) text = &o->prompts_file;
+            else if (cli_is(&c, "--grammar-file")) text = &o->grammar_file;
+            else if (cli_is(&c, "--json-schema")) text = &o->schema_file;
+            else if (cli_is(&c, "--system")) text = &o->system;
+            else if (cli_is(&c, "--template")) text = &o->tmpl;
+            else return cli_unknown(&c);
+            bad = !(*text = cli_value(&c));
+        }
+        if (bad) return CLI_USAGE;
     }
-    if (!o->model || (!o->prompt == !o->prompts_file) || o->max_tokens == 0 ||
-        o->threads == 0 || o->parallel == 0 || ((o->system || o->tmpl) && !o->chat) ||
-        (!!o->grammar_file + !!o->json + !!o->schema_file > 1))
-        return -1;
+    if (!o->model) return cli_usage_error(&c, "--model is required");
+    if (!o->prompt == !o->prompts_file)
+        return cli_usage_error(&c, "give one of --prompt and --prompts-file");
+    if ((o->system || o->tmpl) && !o->chat)
+        return cli_usage_error(&c, "--system and --template need --chat");
+    if (!!o->grammar_file + !!o->json + !!o->schema_file > 1)
+        return cli_usage_error(&c, "--grammar-file, --json and --json-schema "
+                                   "exclude each other");
     return 0;
 }
 
@@ -200,6 +232,44 @@ static char *make_prompt(const fx_model *m, const options *o, const char *text) 
     return out;
 }
 
+static const char *finish_name(fx_finish_reason f) {
+    switch (f) {
+    case FX_FINISH_EOS: return "eos";
+    case FX_FINISH_STOP: return "stop";
+    case FX_FINISH_LENGTH: return "length";
+    case FX_FINISH_CANCELLED: return "cancelled";
+    case FX_FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+/* The row's finish reason and usage, one line on stderr. A grammar-bound
+ * row that hit --max-tokens may have stopped inside its grammar (the
+ * grammar never ended it): that is said, and makes the exit status 1. */
+static int report_row(const options *o, size_t i, const row_out *r) {
+    char label[32] = "";
+    if (o->prompts_file) snprintf(label, sizeof label, "row %zu: ", i);
+    const fx_usage *u = &r->usage;
+    fprintf(stderr,
+            "ferrox-run: %sfinish %s, %u prompt tokens (%u cached), %u "
+            "generated, %.3f s to first token, %.3f s in all\n",
+            label, finish_name(r->finish), u->prompt_tokens, u->cached_tokens,
+            u->completion_tokens, u->ttft_seconds, u->total_seconds);
+    if (r->finish == FX_FINISH_ERROR) {
+        fprintf(stderr, "ferrox-run: %sfailed: %s\n", label,
+                fx_status_str(r->status));
+        return 1;
+    }
+    if (r->finish == FX_FINISH_LENGTH && (o->grammar || o->json)) {
+        fprintf(stderr,
+                "ferrox-run: %struncated: --max-tokens %u was reached before "
+                "the grammar ended the output, which may be cut short\n",
+                label, o->max_tokens);
+        return 1;
+    }
+    return 0;
+}
+
 /* Reports its own failure on stderr (make_prompt's or fx_submit's). */
 static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
                         const char *text, size_t index, void *user,
@@ -247,7 +317,8 @@ static fx_status submit(fx_batcher *b, const fx_model *m, const options *o,
 
 int main(int argc, char **argv) {
     options o;
-    if (parse_args(argc, argv, &o) != 0) return usage();
+    int prc = parse_args(argc, argv, &o);
+    if (prc != 0) return prc < 0 ? CLI_OK : prc;
 
     if (o.grammar_file && !(o.grammar = read_all(o.grammar_file, &o.grammar_len))) {
         fprintf(stderr, "ferrox-run: cannot read %s\n", o.grammar_file);
@@ -280,8 +351,8 @@ int main(int argc, char **argv) {
     char err[512];
     fx_status st = fx_model_load(o.model, NULL, &model, err, sizeof err);
     if (st != FX_OK) {
-        fprintf(stderr, "ferrox-run: %s: %s\n", fx_status_str(st), err);
-        return 1;
+        free(o.grammar);
+        return cli_fail("ferrox-run", o.model, fx_status_str(st), err);
     }
     size_t n_prompts = 1;
     char **prompts = NULL;
@@ -307,7 +378,8 @@ int main(int argc, char **argv) {
     }
 
     row_out *rows = calloc(n_prompts, sizeof *rows);
-    int rc = 0;
+    int rc = rows ? 0 : 1;
+    if (!rows) fprintf(stderr, "ferrox-run: out of memory\n");
     size_t submitted = 0, finished = 0;
     int stream = !o.prompts_file && !o.ids;
     while (finished < n_prompts && rc == 0) {
@@ -329,7 +401,8 @@ int main(int argc, char **argv) {
             rc = 1;
         }
         fx_event ev;
-        while (fx_poll(b, &ev)) {
+        fx_status pst = FX_OK;
+        while (fx_poll_sized(b, &ev, sizeof ev, &pst)) {
             row_out *r = ev.user;
             if (ev.type == FX_EVENT_TEXT) {
                 if (stream) {
@@ -344,18 +417,22 @@ int main(int argc, char **argv) {
                 r->text[r->len] = '\0';
             } else if (ev.type == FX_EVENT_DONE) {
                 r->done = 1;
+                r->finish = ev.finish;
+                r->status = ev.status;
+                r->usage = ev.usage;
                 finished++;
                 r->ids = malloc((ev.n_tokens + 1) * sizeof *r->ids);
                 if (r->ids) {
                     memcpy(r->ids, ev.tokens, ev.n_tokens * sizeof *r->ids);
                     r->n_ids = ev.n_tokens;
                 }
-                if (ev.finish == FX_FINISH_ERROR) {
-                    fprintf(stderr, "ferrox-run: row failed: %s\n",
-                            fx_status_str(ev.status));
-                    rc = 1;
-                }
+                if (ev.finish == FX_FINISH_ERROR) rc = 1;
             }
+        }
+        if (pst != FX_OK) {
+            fprintf(stderr, "ferrox-run: poll: %s: %s\n", fx_status_str(pst),
+                    fx_batcher_errmsg(b));
+            rc = 1;
         }
     }
 
@@ -385,7 +462,10 @@ int main(int argc, char **argv) {
             else printf("%s%s\n", label, rows[i].text ? rows[i].text : "");
         }
     }
-    for (size_t i = 0; i < n_prompts; i++) {
+    /* After the output, so that a streamed answer's report follows it. */
+    for (size_t i = 0; rows && i < n_prompts; i++)
+        if (rows[i].done && report_row(&o, i, &rows[i]) != 0) rc = 1;
+    for (size_t i = 0; rows && i < n_prompts; i++) {
         free(rows[i].text);
         free(rows[i].ids);
         if (prompts) free(prompts[i]);

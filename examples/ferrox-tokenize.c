@@ -16,14 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ferrox.h"
 
 static const char SEP[] = "\n__ggml_vocab_test__\n";
 
-static void usage(void) {
-    fprintf(stderr,
+static int usage(FILE *f) {
+    fprintf(f,
             "usage: ferrox-tokenize --model M.gguf (--text T | --file F) [--cases]\n"
-            "                       [--add-special] [--parse-special]\n");
+            "                       [--add-special] [--parse-special]\n"
+            "  --cases          F is a llama.cpp tokenizer test input (.inp):\n"
+            "                   one line of ids per case, in the .out format\n"
+            "  --add-special    add BOS/EOS as the vocabulary says\n"
+            "  --parse-special  text like <s> becomes the special token\n");
+    return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -71,8 +77,7 @@ static int print_ids(fx_model *model, const char *text, size_t len, uint32_t fla
         st = fx_tokenize(model, text, len, flags, *buf, *cap, &n);
     }
     if (st != FX_OK) {
-        fprintf(stderr, "ferrox-tokenize: %s: %s\n", fx_status_str(st), fx_model_errmsg(model));
-        return 1;
+        return cli_fail("ferrox-tokenize", NULL, fx_status_str(st), fx_model_errmsg(model));
     }
     for (size_t i = 0; i < n; i++) printf("%s%d", i == 0 && lead[0] == '\0' ? "" : (i ? " " : lead), (*buf)[i]);
     printf("\n");
@@ -83,32 +88,30 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *text = NULL, *file = NULL;
     int cases = 0;
     uint32_t flags = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
-        else if (!strcmp(argv[i], "--text") && i + 1 < argc) text = argv[++i];
-        else if (!strcmp(argv[i], "--file") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--cases")) cases = 1;
-        else if (!strcmp(argv[i], "--add-special")) flags |= FX_TOKENIZE_ADD_SPECIAL;
-        else if (!strcmp(argv[i], "--parse-special")) flags |= FX_TOKENIZE_PARSE_SPECIAL;
-        else {
-            usage();
-            return 2;
-        }
+    cli c;
+    cli_init(&c, "ferrox-tokenize", argc, argv);
+    while (cli_next(&c)) {
+        const char **value = NULL;
+        if (cli_is_help(&c)) return usage(stdout);
+        else if (cli_is(&c, "--model")) value = &model_path;
+        else if (cli_is(&c, "--text")) value = &text;
+        else if (cli_is(&c, "--file")) value = &file;
+        else if (cli_is(&c, "--cases")) cases = 1;
+        else if (cli_is(&c, "--add-special")) flags |= FX_TOKENIZE_ADD_SPECIAL;
+        else if (cli_is(&c, "--parse-special")) flags |= FX_TOKENIZE_PARSE_SPECIAL;
+        else return cli_unknown(&c);
+        if (value && !(*value = cli_value(&c))) return CLI_USAGE;
     }
-    if (!model_path || (!text == !file) || (cases && !file)) {
-        usage();
-        return 2;
-    }
+    if (!model_path) return cli_usage_error(&c, "--model is required");
+    if (!text == !file) return cli_usage_error(&c, "give one of --text and --file");
+    if (cases && !file) return cli_usage_error(&c, "--cases needs --file");
     fx_model_params params;
     fx_model_params_init(&params);
     params.flags = FX_MODEL_VOCAB_ONLY;
     fx_model *model = NULL;
     char err[512];
     fx_status st = fx_model_load(model_path, &params, &model, err, sizeof err);
-    if (st != FX_OK) {
-        fprintf(stderr, "ferrox-tokenize: %s: %s: %s\n", model_path, fx_status_str(st), err);
-        return 1;
-    }
+    if (st != FX_OK) return cli_fail("ferrox-tokenize", model_path, fx_status_str(st), err);
     size_t len = 0;
     char *data = NULL;
     if (file) {

@@ -178,10 +178,16 @@ typedef enum fx_status {
     FX_ERR_INTERNAL = 23,        /**< an internal consistency check failed;
                                     the batcher stops rather than corrupt
                                     rows (please report it) */
-    FX_ERR_GRAMMAR = 24          /**< a grammar that does not compile (the
+    FX_ERR_GRAMMAR = 24,         /**< a grammar that does not compile (the
                                     message has its line and column), or a
                                     row whose grammar cannot continue with
                                     any token of the vocabulary */
+    FX_ERR_ALL_BANNED = 25       /**< a row's logit_bias is -INFINITY on
+                                    every token that may come next (every
+                                    token, or every one its grammar or
+                                    FX_REQUEST_JSON allows): the row ends
+                                    with FX_FINISH_ERROR and this status
+                                    instead of sampling a banned token */
 } fx_status;
 
 /**
@@ -217,7 +223,8 @@ typedef struct fx_model fx_model;     /* loaded weights and vocabulary */
  *  excepted). */
 typedef struct fx_batcher fx_batcher; /* rows in flight over one model */
 /** One request inside a batcher, returned by fx_submit. Not a pointer: a
- *  generation-counted id that is never dereferenced, so a stale one is
+ *  generation-counted id that is never dereferenced, so a stale one -- or
+ *  one of another batcher, whose ids are salted differently -- is
  *  detected (FX_ERR_STALE_HANDLE) instead of reaching another row. It is
  *  never freed: it ends when the row's DONE event is polled or when
  *  fx_row_release is called, and dies with its batcher. */
@@ -1144,6 +1151,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
  * A row handle is a generation-counted id, not a pointer: once a row is
  * reaped (its DONE event polled) or released, its handle is stale and every
  * call given it returns FX_ERR_STALE_HANDLE, even after its slot is reused.
+ * A row or lease handle given to a batcher that did not issue it is
+ * FX_ERR_STALE_HANDLE too (0 from fx_lease_ready and fx_lease_pinned).
  *
  * Prefix cache: when a row ends, its tokens (prompt and output) are
  * published in whole KV blocks; a later request whose prompt starts with
@@ -1165,6 +1174,9 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
                                 so its tokens) may depend on the batch.
                                 OpenBLAS runs on its own threads
                                 (OPENBLAS_NUM_THREADS), besides n_threads */
+
+/** The largest fx_batcher_params.kv_bytes: 1 TiB. */
+#define FX_BATCHER_MAX_KV_BYTES ((uint64_t)1 << 40)
 
 /** How to make a batcher; prepare with fx_batcher_params_init. */
 typedef struct fx_batcher_params {
@@ -1195,7 +1207,9 @@ typedef struct fx_batcher_params {
      * at once; set kv_bytes to choose. Pinned leases (fx_lease_create)
      * count against it: a request that does not fit in what they and the
      * running rows leave waits, with everything submitted after it, until
-     * rows end or a lease is released. */
+     * rows end or a lease is released. At most FX_BATCHER_MAX_KV_BYTES
+     * (FX_ERR_INVALID_ARG above it); a size the machine cannot hold is
+     * FX_ERR_NOMEM, before anything of that size is zeroed. */
     uint64_t kv_bytes;
     uint32_t n_threads;         /**< default 1 (no threads are created); at
                                      most 256 */
@@ -1265,7 +1279,8 @@ static inline void fx_batcher_params_init(fx_batcher_params *params) {
  * @param errbuf_size Bytes at errbuf.
  * @return FX_OK; FX_ERR_INVALID_ARG (NULL model or out_batcher, a
  *         vocabulary-only model, unknown flags, parameters out of range,
- *         kv_bytes below one block, a partial allocator, a struct_size
+ *         kv_bytes below one block or above FX_BATCHER_MAX_KV_BYTES, a
+ *         partial allocator, a struct_size
  *         older than the first layout); FX_ERR_UNSUPPORTED (a newer
  *         struct_size with unknown fields set); FX_ERR_NOMEM (often: the
  *         KV cache; lower kv_bytes, max_rows or n_ctx).
@@ -1408,7 +1423,12 @@ typedef struct fx_request {
                                       (default) */
     uint32_t penalty_last_n;       /**< tokens (prompt included) the
                                       penalties look back; default 64 */
-    const fx_logit_bias *logit_bias; /**< copied; ids must be in range */
+    const fx_logit_bias *logit_bias; /**< copied; ids must be in range.
+                                      A banned token (-INFINITY) is never
+                                      sampled: a step where every token
+                                      that may come next is banned ends the
+                                      row with FX_FINISH_ERROR /
+                                      FX_ERR_ALL_BANNED */
     size_t n_logit_bias;           /**< how many biases */
     /** 0 (default): off. 1..FX_MAX_LOGPROBS: each generated token also
      * arrives as an FX_EVENT_TOKEN event with its log-probability and this
@@ -1586,12 +1606,39 @@ typedef struct fx_event {
 /**
  * Takes the next event: returns 1 and fills *event, or 0 when there is
  * none. A row's events come in order, its DONE exactly once and last;
- * after its DONE is polled the row's handle is stale.
+ * after its DONE is polled the row's handle is stale. Events of released
+ * rows are skipped. fx_poll allocates nothing.
  *
- * Events of released rows are skipped. Also returns 0, leaving the event
- * queued for a later call, when called from inside one of the batcher's
- * callbacks or when the copy it hands out cannot be allocated
- * (fx_batcher_errmsg then says so).
+ * fx_event has no struct_size: the caller passes its size instead, as
+ * with the fx_*_init_sized functions. Only `event_size` bytes are
+ * written: the members that lie wholly inside it, zero for the rest of
+ * it, so a host built against an older, smaller fx_event is never
+ * written past its end and one built against a newer header gets zero in
+ * the members this library does not know. Call it as
+ * `fx_poll_sized(b, &ev, sizeof ev, &st)`.
+ *
+ * A 0 means one of three things, which *status tells apart:
+ * - FX_OK: no event is queued (step, or wait for the rows to run);
+ * - FX_ERR_REENTRANT: called from inside one of the batcher's callbacks
+ *   (the events stay queued for a later call), or such a callback freed
+ *   the batcher during this call;
+ * - FX_ERR_INVALID_ARG: a NULL batcher or event, or an event_size below
+ *   the first layout (fx_batcher_errmsg says which, batcher permitting).
+ *
+ * @param batcher The batcher.
+ * @param[out] event Filled when 1 is returned; left alone otherwise.
+ * @param event_size Bytes at event: the caller's sizeof(fx_event).
+ * @param[out] status Why 0 was returned, FX_OK with a 1; may be NULL.
+ * @return 1 or 0.
+ */
+FX_API int fx_poll_sized(fx_batcher *batcher, fx_event *event,
+                         size_t event_size, fx_status *status);
+
+/**
+ * fx_poll_sized for the first layout of fx_event (the one this header
+ * has as of 1.0): members added to fx_event later are only filled by
+ * fx_poll_sized. Returns 0 for each of the cases fx_poll_sized tells
+ * apart.
  *
  * @param batcher The batcher.
  * @param[out] event Filled when 1 is returned.
@@ -1664,12 +1711,38 @@ FX_API fx_status fx_row_release(fx_batcher *batcher, fx_row *row);
 FX_API fx_status fx_lease_create(fx_batcher *batcher, const char *text,
                                  size_t text_len, uint32_t flags,
                                  fx_lease **out_lease);
+/** Where a lease stands (fx_lease_status). */
+typedef enum fx_lease_state {
+    FX_LEASE_NONE = 0,      /**< set when fx_lease_status fails */
+    FX_LEASE_PENDING = 1,   /**< queued, or being computed */
+    FX_LEASE_PINNED = 2,    /**< computed and pinned: rows continuing it
+                                 adopt its blocks */
+    FX_LEASE_UNPINNED = 3   /**< computed, but nothing could be pinned
+                                 (FX_BATCHER_NO_PREFIX_CACHE, or no room):
+                                 rows continuing it compute its tokens */
+} fx_lease_state;
+
+/**
+ * Where a lease stands, in one call that also tells a stale handle apart
+ * (fx_lease_ready and fx_lease_pinned give 0 for one, as for a lease
+ * still being computed).
+ *
+ * @param batcher The batcher.
+ * @param lease The lease.
+ * @param[out] state Its state; FX_LEASE_NONE on failure.
+ * @return FX_OK; FX_ERR_INVALID_ARG (NULL batcher or state);
+ *         FX_ERR_STALE_HANDLE (released, or issued by another batcher).
+ */
+FX_API fx_status fx_lease_status(const fx_batcher *batcher,
+                                 const fx_lease *lease,
+                                 fx_lease_state *state);
+
 /**
  * 1 once the prefix is computed and pinned, 0 while queued or running.
  *
  * Also 1 when the computation ended without a pin (see fx_lease_create;
  * fx_lease_pinned tells the two apart); 0 for a NULL batcher or a stale
- * lease.
+ * lease (fx_lease_status tells all of these apart).
  *
  * @param batcher The batcher.
  * @param lease The lease.

@@ -36,3 +36,13 @@ add_test(NAME abi_check
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/libferrox.abi
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/suppressions)
 set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Issue 36's fixes: a chain grammar deeper than a row's frames, kv_bytes
+# past what the machine holds (under RLIMIT_AS), -INFINITY biases on every
+# allowed token, a small grammar's small parse (INTERNAL: the grammar
+# layer too); handles from another batcher, poll and lease states told
+# apart (public API only).
+fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c
+            reliability_batch.c INTERNAL)
+fx_add_test(test_reliability_api SOURCES test_reliability_api.c
+            reliability_batch.c)

@@ -404,9 +404,12 @@ func (b *Batcher) step() error {
 	}
 	b.releaseOrphans()
 	st := Status(C.fx_step(b.h))
-	b.dispatch() // events from before a failure still reach their rows
+	pst := b.dispatch() // events from before a failure still reach their rows
 	if st != StatusOK {
 		return b.fail("fx_step", st)
+	}
+	if pst != StatusOK {
+		return b.fail("fx_poll_sized", pst)
 	}
 	return nil
 }
@@ -424,8 +427,13 @@ func (b *Batcher) Run(ctx context.Context) error {
 	return nil
 }
 
-func (b *Batcher) dispatch() {
-	for C.fx_poll(b.h, b.ev) != 0 {
+// dispatch routes every queued event to its row and returns the status of
+// the poll that found none (StatusOK unless polling itself failed). The
+// event is polled with this package's sizeof(fx_event), so a newer library
+// never writes past it.
+func (b *Batcher) dispatch() Status {
+	var pst C.fx_status
+	for C.fx_poll_sized(b.h, b.ev, C.size_t(C.sizeof_fx_event), &pst) != 0 {
 		st := b.rows[uintptr(C.fxgo_event_user(b.ev))]
 		if st == nil {
 			continue // released after the event was queued
@@ -439,6 +447,7 @@ func (b *Batcher) dispatch() {
 			b.end(st)
 		}
 	}
+	return Status(pst)
 }
 
 func (b *Batcher) cancel(st *rowState) error {

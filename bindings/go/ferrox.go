@@ -15,13 +15,15 @@
 // Explicit Close is the contract for every handle; finalizers only catch
 // handles a program forgot, as a safety net.
 //
-// Building: cgo needs the header and the library, e.g.
+// Building: cgo asks pkg-config for ferrox (the ferrox.pc that
+// `cmake --install` puts in <prefix>/lib/pkgconfig), so an installed
+// library is found with no flags; set PKG_CONFIG_PATH for another prefix.
 //
-//	CGO_CFLAGS=-I/usr/local/include CGO_LDFLAGS=-L/usr/local/lib go build
+//	import "github.com/ferrox-ai/ferrox/bindings/go"
 package ferrox
 
 /*
-#cgo LDFLAGS: -lferrox
+#cgo pkg-config: ferrox
 #include <stdint.h>
 #include <stdlib.h>
 #include <ferrox.h>
@@ -69,6 +71,7 @@ const (
 	ErrNoRoom         Status = 22
 	ErrInternal       Status = 23
 	ErrGrammar        Status = 24
+	ErrAllBanned      Status = 25
 )
 
 // String is the library's short description ("truncated file").

@@ -87,6 +87,25 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// A status the library describes must have its constant here: the list
+// below follows ferrox.go's, and the first code past it must be unknown.
+func TestEveryLibraryStatusHasAConstant(t *testing.T) {
+	all := []Status{StatusOK, ErrInvalidArg, ErrNoMem, ErrIO, ErrUnsupported,
+		ErrTruncated, ErrBadMagic, ErrBadVersion, ErrTooLarge, ErrBadType,
+		ErrBadTensor, ErrBadOffset, ErrBadAlignment, ErrDuplicate, ErrMissing,
+		ErrBadShape, ErrBadHparams, ErrBufferTooSmall, ErrBadVocab,
+		ErrBadTemplate, ErrStaleHandle, ErrReentrant, ErrNoRoom, ErrInternal,
+		ErrGrammar, ErrAllBanned}
+	for i, s := range all {
+		if int(s) != i || s.String() == "unknown status" {
+			t.Errorf("constant %d is %d (%q)", i, int(s), s.String())
+		}
+	}
+	if next := Status(len(all)); next.String() != "unknown status" {
+		t.Errorf("the library knows status %d (%q); ferrox.go does not", len(all), next.String())
+	}
+}
+
 func TestModelInfoAndTokenizer(t *testing.T) {
 	m := load(t)
 	info, err := m.Info()

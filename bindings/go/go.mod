@@ -1,3 +1,3 @@
-module ferrox
+module github.com/ferrox-ai/ferrox/bindings/go
 
 go 1.19

@@ -101,13 +101,19 @@ fx_status fx_sample_ctx_init(fx_sample_ctx *c, const fx_alloc *alloc,
 fx_status fx_sample_ctx_grammar(fx_sample_ctx *c, const fx_alloc *alloc,
                                 fx_error *err);
 void fx_sample_ctx_free(fx_sample_ctx *c, const fx_alloc *alloc);
+/* fx_sampler_set_grammar starting the parse in ctx's walk scratch (built
+ * first if need be): the row allocates only its parse, sized to g. */
+fx_status fx_sampler_set_grammar_ctx(fx_sampler *s, fx_sample_ctx *ctx,
+                                     const fx_alloc *alloc,
+                                     const fx_grammar *g, fx_error *err);
 
 /* Masks by the grammar (if any), samples, and advances the grammar by the
  * token: the whole step of one row. With a grammar, *eog is set when the
  * token ends the sentence (an end-of-generation token, allowed only once
  * the grammar is complete, and forced when nothing else is). Returns
- * FX_ERR_GRAMMAR when no token of the vocabulary can continue; the sampler
- * is then unchanged. */
+ * FX_ERR_GRAMMAR when no token of the vocabulary can continue, and
+ * FX_ERR_ALL_BANNED when the logit bias bans every token that may come
+ * next; the sampler is then unchanged. */
 fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
                           const float *logits, uint32_t n_vocab,
                           const int32_t *history, size_t n_history,

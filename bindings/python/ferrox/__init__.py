@@ -30,22 +30,34 @@ import ctypes
 import dataclasses
 import enum
 import itertools
+import operator
 import os
 import threading
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from . import _capi
 from ._capi import lib
 
 __all__ = [
-    "Status", "Finish", "SpecialToken", "FerroxError", "Model", "ModelInfo",
-    "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
+    "Status", "Finish", "SpecialToken", "TokenType", "FerroxError", "Model",
+    "ModelInfo", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
     "Completion", "apply_chat_template", "chat_families",
     "detect_chat_template", "version",
 ]
 
 
-class Status(enum.IntEnum):
+class _Enum(enum.IntEnum):
+    """An IntEnum that prints as its name ("Finish.LENGTH"), on every
+    Python: since 3.11 IntEnum's str() and format() give the bare number."""
+
+    def __str__(self) -> str:
+        return "%s.%s" % (type(self).__name__, self.name)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+class Status(_Enum):
     """fx_status: every fallible call's result (values fixed forever)."""
     OK = 0
     INVALID_ARG = 1
@@ -72,9 +84,10 @@ class Status(enum.IntEnum):
     NO_ROOM = 22
     INTERNAL = 23
     GRAMMAR = 24
+    ALL_BANNED = 25
 
 
-class Finish(enum.IntEnum):
+class Finish(_Enum):
     """fx_finish_reason: why a row ended."""
     NONE = 0
     EOS = 1
@@ -84,7 +97,8 @@ class Finish(enum.IntEnum):
     ERROR = 5
 
 
-class SpecialToken(enum.IntEnum):
+class SpecialToken(_Enum):
+    """fx_special_token: which special token Model.special_token finds."""
     BOS = 0
     EOS = 1
     UNK = 2
@@ -93,6 +107,48 @@ class SpecialToken(enum.IntEnum):
     EOT = 5
     EOM = 6
     MASK = 7
+
+
+class TokenType(_Enum):
+    """A token's GGUF type (tokenizer.ggml.token_type), from
+    Model.token_type; UNDEFINED for an id outside the vocabulary."""
+    UNDEFINED = 0
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+_U32_MAX = 2**32 - 1
+_U64_MAX = 2**64 - 1
+_I32_MAX = 2**31 - 1
+
+
+def _int_arg(name: str, value: Any, hi: int, lo: int = 0) -> int:
+    """value as an int in lo..hi, checked here because ctypes wraps an
+    integer that does not fit its C type (max_tokens=-1 would reach the
+    library as 4294967295)."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError("ferrox: %s must be an int, not %s"
+                        % (name, type(value).__name__)) from None
+    if not lo <= n <= hi:
+        raise ValueError("ferrox: %s=%d is out of range (%d..%d)"
+                         % (name, n, lo, hi))
+    return n
+
+
+def _token(name: str, value: Any) -> int:
+    """A token id: 0..2**31-1 (ids past the vocabulary are the library's
+    to refuse)."""
+    return _int_arg(name, value, _I32_MAX)
+
+
+def _token_array(name: str, tokens: Sequence[int]) -> Any:
+    return (ctypes.c_int32 * len(tokens))(*[_token(name, t) for t in tokens])
 
 
 def _enum(cls, value):
@@ -349,18 +405,22 @@ class Model:
         return lib().fx_model_vocab_size(self._handle)
 
     def special_token(self, which: SpecialToken) -> Optional[int]:
-        """The id of a special token, or None if the vocabulary has none."""
+        """The id of a special token, or None if the vocabulary has none.
+        A value that is not a SpecialToken raises ValueError."""
+        which = SpecialToken(which)
         self._check()
         t = lib().fx_model_special_token(self._handle, int(which))
         return None if t < 0 else t
 
     def is_eog(self, token: int) -> bool:
+        token = _token("token", token)
         self._check()
         return bool(lib().fx_token_is_eog(self._handle, token))
 
-    def token_type(self, token: int) -> int:
+    def token_type(self, token: int) -> TokenType:
+        token = _token("token", token)
         self._check()
-        return lib().fx_token_type(self._handle, token)
+        return _enum(TokenType, lib().fx_token_type(self._handle, token))
 
     def tokenize(self, text: Union[str, bytes], *, add_special: bool = True,
                  parse_special: bool = False) -> list:
@@ -395,21 +455,23 @@ class Model:
                        render_special: bool = False) -> bytes:
         """The bytes of one token (possibly part of a UTF-8 character)."""
         flags = _capi.DETOKENIZE_RENDER_SPECIAL if render_special else 0
-        return self._sized_bytes(lib().fx_token_to_piece, token, flags)
+        return self._sized_bytes(lib().fx_token_to_piece,
+                                 _token("token", token), flags)
 
     def detokenize_bytes(self, tokens: Sequence[int], *,
                          remove_special: bool = False,
                          render_special: bool = False) -> bytes:
         flags = ((_capi.DETOKENIZE_REMOVE_SPECIAL if remove_special else 0)
                  | (_capi.DETOKENIZE_RENDER_SPECIAL if render_special else 0))
-        arr = (ctypes.c_int32 * len(tokens))(*tokens)
+        arr = _token_array("tokens", tokens)
         return self._sized_bytes(lib().fx_detokenize, arr, len(tokens),
                                  flags)
 
     def detokenize(self, tokens: Sequence[int], **kw) -> str:
         return _text(self.detokenize_bytes(tokens, **kw))
 
-    def apply_chat_template(self, messages, *, template: str = None,
+    def apply_chat_template(self, messages, *,
+                            template: Optional[str] = None,
                             add_assistant: bool = False,
                             with_bos: bool = False) -> str:
         """Renders messages ([{"role": ..., "content": ...}] or (role,
@@ -429,16 +491,16 @@ class Model:
                 return _text(buf.value)
             cap = needed.value
 
-    def chat_family(self, template: str = None) -> str:
+    def chat_family(self, template: Optional[str] = None) -> str:
         """The chat-template family of the model's template (or of
         `template`), e.g. "llama2"."""
         fam = ctypes.c_char_p()
         self._call(lib().fx_chat_detect,
                    _bytes(template) if template is not None else None,
                    ctypes.byref(fam))
-        return fam.value.decode()
+        return _text(fam.value or b"")
 
-    def chat_stop_tokens(self, template: str = None) -> list:
+    def chat_stop_tokens(self, template: Optional[str] = None) -> list:
         """Token ids that end an assistant turn under the chat template."""
         tmpl = _bytes(template) if template is not None else None
         n = ctypes.c_size_t()
@@ -482,7 +544,7 @@ def detect_chat_template(template: str) -> str:
     st = lib().fx_chat_detect(None, _bytes(template), ctypes.byref(fam))
     if st != Status.OK:
         raise FerroxError(st, "template not recognized")
-    return fam.value.decode()
+    return _text(fam.value or b"")
 
 
 def chat_families() -> list:
@@ -515,20 +577,24 @@ class Batcher:
     (fx_batcher_params_init).
     """
 
-    def __init__(self, model: Model, *, max_rows: int = None,
-                 max_step_tokens: int = None, n_ctx: int = None,
-                 block_tokens: int = None, kv_bytes: int = None,
-                 n_threads: int = None, prefix_cache: bool = True,
-                 fast: bool = False):
+    def __init__(self, model: Model, *, max_rows: Optional[int] = None,
+                 max_step_tokens: Optional[int] = None,
+                 n_ctx: Optional[int] = None,
+                 block_tokens: Optional[int] = None,
+                 kv_bytes: Optional[int] = None,
+                 n_threads: Optional[int] = None,
+                 prefix_cache: bool = True, fast: bool = False):
         L = lib()
         p = _capi.BatcherParams()
         _capi.init(L, "batcher_params", p)
-        for name, value in (("max_rows", max_rows),
-                            ("max_step_tokens", max_step_tokens),
-                            ("n_ctx", n_ctx), ("block_tokens", block_tokens),
-                            ("kv_bytes", kv_bytes), ("n_threads", n_threads)):
+        for name, value, hi in (("max_rows", max_rows, _U32_MAX),
+                                ("max_step_tokens", max_step_tokens, _U32_MAX),
+                                ("n_ctx", n_ctx, _U32_MAX),
+                                ("block_tokens", block_tokens, _U32_MAX),
+                                ("kv_bytes", kv_bytes, _U64_MAX),
+                                ("n_threads", n_threads, _U32_MAX)):
             if value is not None:
-                setattr(p, name, value)
+                setattr(p, name, _int_arg(name, value, hi))
         if not prefix_cache:
             p.flags |= _capi.BATCHER_NO_PREFIX_CACHE
         if fast:
@@ -553,12 +619,12 @@ class Batcher:
         # overlap fx_step) but never after fx_batcher_free.
         self._lock = threading.RLock()
         self._free_lock = threading.Lock()
-        self._rows = {}  # request user id -> _RowState
+        self._rows: Dict[int, _RowState] = {}  # request user id -> state
         self._ids = itertools.count(1)  # 0 would be a NULL user pointer
         # Rows and leases dropped without release(), left by __del__ for
         # the batcher's own thread (list.append is atomic under the GIL).
-        self._orphan_rows = []
-        self._orphan_leases = []
+        self._orphan_rows: "list[_RowState]" = []
+        self._orphan_leases: "list[int]" = []
 
     def close(self) -> None:
         """Ends every row without events and frees the batcher."""
@@ -599,17 +665,22 @@ class Batcher:
             return lib().fx_batcher_pending(self._handle)
 
     def submit(self, prompt: Union[str, bytes, Sequence[int]], *,
-               max_tokens: int = None, temperature: float = None,
-               top_k: int = None, top_p: float = None, min_p: float = None,
-               typical_p: float = None, seed: int = None,
-               repeat_penalty: float = None, presence_penalty: float = None,
-               frequency_penalty: float = None, penalty_last_n: int = None,
+               max_tokens: Optional[int] = None,
+               temperature: Optional[float] = None,
+               top_k: Optional[int] = None, top_p: Optional[float] = None,
+               min_p: Optional[float] = None,
+               typical_p: Optional[float] = None, seed: Optional[int] = None,
+               repeat_penalty: Optional[float] = None,
+               presence_penalty: Optional[float] = None,
+               frequency_penalty: Optional[float] = None,
+               penalty_last_n: Optional[int] = None,
                stop: Sequence[str] = (), stop_tokens: Sequence[int] = (),
-               logit_bias: dict = None, grammar: str = None,
-               grammar_root: str = None, json: bool = False,
-               n_logprobs: int = None, ignore_eos: bool = False,
+               logit_bias: Optional[Dict[int, float]] = None,
+               grammar: Optional[str] = None,
+               grammar_root: Optional[str] = None, json: bool = False,
+               n_logprobs: Optional[int] = None, ignore_eos: bool = False,
                parse_special: bool = False, no_bos: bool = False,
-               lease: "Lease" = None) -> "Row":
+               lease: Optional["Lease"] = None) -> "Row":
         """Queues a request (text, or a list of token ids) and returns its
         Row at once. None keeps the library's default for that setting.
         Raises FerroxError (e.g. Status.GRAMMAR for a grammar that does not
@@ -623,28 +694,33 @@ class Batcher:
             text = _bytes(prompt)
             r.prompt, r.prompt_len = text, len(text)
         else:
-            toks = (ctypes.c_int32 * len(prompt))(*prompt)
+            toks = _token_array("prompt", prompt)
             r.prompt_tokens, r.n_prompt_tokens = toks, len(prompt)
-        for name, value in (("max_tokens", max_tokens),
-                            ("temperature", temperature), ("top_k", top_k),
-                            ("top_p", top_p), ("min_p", min_p),
-                            ("typical_p", typical_p), ("seed", seed),
+        for name, count, hi in (("max_tokens", max_tokens, _U32_MAX),
+                                ("top_k", top_k, _U32_MAX),
+                                ("seed", seed, _U64_MAX),
+                                ("penalty_last_n", penalty_last_n, _U32_MAX),
+                                ("n_logprobs", n_logprobs, _U32_MAX)):
+            if count is not None:
+                setattr(r, name, _int_arg(name, count, hi))
+        for name, value in (("temperature", temperature), ("top_p", top_p),
+                            ("min_p", min_p), ("typical_p", typical_p),
                             ("repeat_penalty", repeat_penalty),
                             ("presence_penalty", presence_penalty),
-                            ("frequency_penalty", frequency_penalty),
-                            ("penalty_last_n", penalty_last_n),
-                            ("n_logprobs", n_logprobs)):
+                            ("frequency_penalty", frequency_penalty)):
             if value is not None:
                 setattr(r, name, value)
         stops = [_bytes(s) for s in stop]
         stop_arr = (ctypes.c_char_p * len(stops))(*stops)
         if stops:
             r.stop, r.n_stop = stop_arr, len(stops)
-        stop_tok = (ctypes.c_int32 * len(stop_tokens))(*stop_tokens)
+        stop_tok = _token_array("stop_tokens", stop_tokens)
         if stop_tokens:
             r.stop_tokens, r.n_stop_tokens = stop_tok, len(stop_tokens)
         bias = logit_bias or {}
-        bias_arr = (_capi.LogitBias * len(bias))(*bias.items())
+        bias_arr = (_capi.LogitBias * len(bias))(
+            *[_capi.LogitBias(_token("logit_bias token", t), b)
+              for t, b in bias.items()])
         if bias:
             r.logit_bias, r.n_logit_bias = bias_arr, len(bias)
         if grammar is not None:
@@ -697,10 +773,16 @@ class Batcher:
         while self._orphan_leases:
             L.fx_lease_release(self._handle, self._orphan_leases.pop())
 
-    def _dispatch(self):
+    def _dispatch(self) -> int:
+        """Routes every queued event to its row; returns the status of the
+        poll that found none (FX_OK unless polling itself failed)."""
         L = lib()
         ev = _capi.Event()
-        while L.fx_poll(self._handle, ctypes.byref(ev)):
+        st = ctypes.c_int(Status.OK)
+        # The binding's own size of fx_event: the library writes exactly
+        # that much, so a newer library never writes past it.
+        while L.fx_poll_sized(self._handle, ctypes.byref(ev),
+                              ctypes.sizeof(ev), ctypes.byref(st)):
             state = self._rows.get(ev.user)
             if state is None:
                 continue  # a row released after the event was queued
@@ -711,6 +793,7 @@ class Batcher:
             if isinstance(converted, Done):
                 state.ended = True
                 del self._rows[ev.user]
+        return st.value
 
     def step(self) -> None:
         """One bounded tick (fx_step); the events it produces are routed to
@@ -720,9 +803,11 @@ class Batcher:
             self._release_orphans()
             st = lib().fx_step(self._handle)
             # Events produced before a failure still reach their rows.
-            self._dispatch()
+            poll_st = self._dispatch()
             if st != Status.OK:
                 self._fail(st)
+            if poll_st != Status.OK:
+                self._fail(poll_st)
 
     def run(self) -> None:
         """Steps until no row is queued or running."""

@@ -139,8 +139,10 @@ class Usage(ctypes.Structure):
 
 
 class Event(ctypes.Structure):
-    # text is c_void_p, not c_char_p: it is not NUL-terminated and may
-    # contain NUL bytes, so it is read with ctypes.string_at(text, len).
+    # fx_event's first layout (the header's as of 1.0), polled with
+    # fx_poll_sized and this structure's size. text is c_void_p, not
+    # c_char_p: it is not NUL-terminated and may contain NUL bytes, so it
+    # is read with ctypes.string_at(text, len).
     _fields_ = [
         ("type", ctypes.c_int),
         ("row", ctypes.c_void_p),
@@ -237,7 +239,7 @@ _SIGNATURES = {
     "fx_submit": (_int, [_vp, _P(Request), _P(_vp)]),
     "fx_step": (_int, [_vp]),
     "fx_batcher_pending": (_u32, [_vp]),
-    "fx_poll": (_int, [_vp, _P(Event)]),
+    "fx_poll_sized": (_int, [_vp, _P(Event), _sz, _P(_int)]),
     "fx_cancel": (_int, [_vp, _vp]),
     "fx_row_release": (_int, [_vp, _vp]),
     "fx_lease_create": (_int, [_vp, _cp, _sz, _u32, _P(_vp)]),

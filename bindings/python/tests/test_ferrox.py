@@ -1,8 +1,11 @@
 """The Python binding against the real library and a small synthetic model.
 
-Environment (set by the ctest `binding_python`, tests/bindings.cmake):
-  FERROX_LIBRARY     path of libferrox.so
-  FERROX_TEST_MODEL  path of a loadable GGUF model (npc-model.gguf)
+Environment (set by the ctests `binding_python*`, tests/bindings.cmake):
+  FERROX_LIBRARY          path of libferrox.so
+  FERROX_TEST_MODEL       path of a loadable GGUF model (synthetic-model.gguf)
+  FERROX_TEST_INSTALLED   optional: the directory `pip install --target`
+                          put the package in; it is tested there instead of
+                          the source folder
 """
 
 import asyncio
@@ -15,7 +18,8 @@ import tempfile
 import threading
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+INSTALLED = os.environ.get("FERROX_TEST_INSTALLED", "")
+sys.path.insert(0, INSTALLED or os.path.join(os.path.dirname(__file__), ".."))
 
 import ferrox  # noqa: E402
 from ferrox import _capi  # noqa: E402
@@ -75,8 +79,102 @@ class TestLayout(unittest.TestCase):
                 self.assertEqual(getattr(obj, field), value,
                                  "%s.%s" % (name, field))
 
+    def test_event_is_the_first_layout(self):
+        # fx_poll_sized refuses a size below fx_event's first layout and
+        # accepts that size: the binding's Event must be exactly it.
+        L = _capi.lib()
+        with ferrox.Model(MODEL) as m, ferrox.Batcher(m, n_ctx=64) as b:
+            ev = _capi.Event()
+            st = ctypes.c_int(-1)
+            size = ctypes.sizeof(ev)
+            self.assertEqual(L.fx_poll_sized(b._handle, ctypes.byref(ev),
+                                             size, ctypes.byref(st)), 0)
+            self.assertEqual(st.value, ferrox.Status.OK)
+            L.fx_poll_sized(b._handle, ctypes.byref(ev), size - 1,
+                            ctypes.byref(st))
+            self.assertEqual(st.value, ferrox.Status.INVALID_ARG)
+
     def test_version(self):
         self.assertRegex(ferrox.version(), r"^0\.\d+\.\d+$")
+
+    def test_package_is_typed(self):
+        # PEP 561: the marker travels with the package (the pip install
+        # test runs this against the installed copy).
+        pkg = os.path.dirname(ferrox.__file__)
+        if INSTALLED:
+            self.assertEqual(os.path.dirname(pkg), os.path.abspath(INSTALLED))
+        self.assertTrue(os.path.isfile(os.path.join(pkg, "py.typed")))
+
+    def test_every_library_status_is_a_status(self):
+        # A code the library describes but Status lacks would surface as a
+        # bare int: the enum was not updated with the header.
+        L = _capi.lib()
+        for code in range(64):
+            known = L.fx_status_str(code) != b"unknown status"
+            self.assertEqual(known, code in ferrox.Status._value2member_map_,
+                             "status %d: %s" % (code, L.fx_status_str(code)))
+
+    def test_enums_print_as_names(self):
+        # Since Python 3.11 an IntEnum's str() and format() are the number.
+        self.assertEqual(str(ferrox.Finish.LENGTH), "Finish.LENGTH")
+        self.assertEqual("%s" % ferrox.Status.GRAMMAR, "Status.GRAMMAR")
+        self.assertEqual("{}".format(ferrox.SpecialToken.EOS),
+                         "SpecialToken.EOS")
+        self.assertEqual(f"{ferrox.TokenType.BYTE}", "TokenType.BYTE")
+        self.assertEqual(ferrox.Finish.LENGTH, 3)  # still an int
+
+
+class TestArguments(Base):
+    """Integers that do not fit their C type raise ValueError before any C
+    call (ctypes would wrap them: max_tokens=-1 became 4294967295)."""
+
+    def test_request_integers(self):
+        b = self.batcher()
+        bad = (dict(max_tokens=-1), dict(max_tokens=2**32),
+               dict(top_k=-1), dict(seed=-1), dict(seed=2**64),
+               dict(penalty_last_n=-1), dict(n_logprobs=-1),
+               dict(stop_tokens=[-1]), dict(stop_tokens=[2**32 + 2]),
+               dict(logit_bias={-1: 1.0}), dict(logit_bias={2**32: 1.0}))
+        for kw in bad:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex(ValueError, "out of range"):
+                    b.submit("Once", **kw)
+        for prompt in ([1, -1], [1, 2**31]):
+            with self.assertRaisesRegex(ValueError, r"prompt=-?\d+ is out"):
+                b.submit(prompt, max_tokens=2)
+        with self.assertRaisesRegex(ValueError, "max_tokens=-1"):
+            b.submit("Once", max_tokens=-1)
+        with self.assertRaises(TypeError):
+            b.submit("Once", max_tokens=1.5)
+        self.assertEqual(b.pending, 0)
+        # The largest values pass the check and reach the library, which
+        # judges them itself.
+        row = b.submit("Once", max_tokens=4, seed=2**64 - 1,
+                       top_k=2**32 - 1)
+        self.assertEqual(len(row.result().tokens), 4)
+
+    def test_batcher_integers(self):
+        for kw in (dict(max_rows=-1), dict(n_ctx=2**32), dict(kv_bytes=-1),
+                   dict(n_threads=-1), dict(block_tokens=-16),
+                   dict(max_step_tokens=2**40)):
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex(ValueError, "out of range"):
+                    ferrox.Batcher(self.model, **kw)
+
+    def test_token_arguments(self):
+        m = self.model
+        for call in (lambda: m.token_type(-1), lambda: m.is_eog(2**32 + 2),
+                     lambda: m.token_to_piece(-1),
+                     lambda: m.detokenize([1, -5])):
+            with self.assertRaisesRegex(ValueError, "out of range"):
+                call()
+        with self.assertRaises(ValueError):
+            m.special_token(99)
+        # Past the vocabulary but within int32: the library's answer.
+        self.assertEqual(m.token_type(m.vocab_size + 5),
+                         ferrox.TokenType.UNDEFINED)
+        bos = m.special_token(ferrox.SpecialToken.BOS)
+        self.assertIs(m.token_type(bos), ferrox.TokenType.CONTROL)
 
 
 class TestModel(Base):

@@ -46,7 +46,7 @@ const ABI_MAJOR: u32 = 0;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Status(pub i32);
 
-const STATUS_NAMES: [&str; 25] = [
+const STATUS_NAMES: [&str; 26] = [
     "OK",
     "INVALID_ARG",
     "NOMEM",
@@ -72,6 +72,7 @@ const STATUS_NAMES: [&str; 25] = [
     "NO_ROOM",
     "INTERNAL",
     "GRAMMAR",
+    "ALL_BANNED",
 ];
 
 #[allow(missing_docs)]
@@ -101,6 +102,7 @@ impl Status {
     pub const NO_ROOM: Status = Status(22);
     pub const INTERNAL: Status = Status(23);
     pub const GRAMMAR: Status = Status(24);
+    pub const ALL_BANNED: Status = Status(25);
 
     /// The library's short description ("truncated file").
     pub fn description(self) -> &'static str {
@@ -863,7 +865,11 @@ impl Shared {
         let st = unsafe { sys::fx_step(self.raw) };
         // Events from before a failure still reach their rows.
         let mut ev: sys::fx_event = unsafe { std::mem::zeroed() };
-        while unsafe { sys::fx_poll(self.raw, &mut ev) } != 0 {
+        let mut poll_st = sys::FX_OK;
+        // Our own size of fx_event: the library writes exactly that much,
+        // so a newer library never writes past it.
+        let size = std::mem::size_of::<sys::fx_event>();
+        while unsafe { sys::fx_poll_sized(self.raw, &mut ev, size, &mut poll_st) } != 0 {
             let row = match state.rows.get_mut(&(ev.user as usize)) {
                 Some(row) => row,
                 None => continue, // released after the event was queued
@@ -877,6 +883,9 @@ impl Shared {
         }
         if st != sys::FX_OK {
             return Err(self.fail(st));
+        }
+        if poll_st != sys::FX_OK {
+            return Err(self.fail(poll_st));
         }
         Ok(())
     }

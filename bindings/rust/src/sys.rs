@@ -155,6 +155,8 @@ pub struct fx_usage {
     pub total_seconds: f64,
 }
 
+/// fx_event's first layout (the header's as of 1.0), polled with
+/// fx_poll_sized and this structure's size.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct fx_event {
@@ -310,7 +312,12 @@ extern "C" {
     ) -> fx_status;
     pub fn fx_step(batcher: *mut fx_batcher) -> fx_status;
     pub fn fx_batcher_pending(batcher: *const fx_batcher) -> u32;
-    pub fn fx_poll(batcher: *mut fx_batcher, event: *mut fx_event) -> c_int;
+    pub fn fx_poll_sized(
+        batcher: *mut fx_batcher,
+        event: *mut fx_event,
+        event_size: usize,
+        status: *mut fx_status,
+    ) -> c_int;
     pub fn fx_cancel(batcher: *mut fx_batcher, row: *mut fx_row) -> fx_status;
     pub fn fx_row_release(batcher: *mut fx_batcher, row: *mut fx_row) -> fx_status;
     pub fn fx_lease_create(

@@ -45,6 +45,33 @@ fn sampled(prompt: &str, max_tokens: u32, seed: u64) -> Request {
 }
 
 #[test]
+fn event_is_the_first_layout() {
+    // fx_poll_sized refuses a size below fx_event's first layout and
+    // accepts that size: sys::fx_event must be exactly it.
+    let path = std::ffi::CString::new(model_path()).unwrap();
+    let mut m: *mut sys::fx_model = std::ptr::null_mut();
+    let mut b: *mut sys::fx_batcher = std::ptr::null_mut();
+    let mut err = [0 as std::os::raw::c_char; 256];
+    unsafe {
+        let st = sys::fx_model_load(path.as_ptr(), std::ptr::null(), &mut m,
+                                    err.as_mut_ptr(), err.len());
+        assert_eq!(st, sys::FX_OK);
+        let st = sys::fx_batcher_create(m, std::ptr::null(), &mut b,
+                                        err.as_mut_ptr(), err.len());
+        assert_eq!(st, sys::FX_OK);
+        let mut ev: sys::fx_event = std::mem::zeroed();
+        let size = std::mem::size_of::<sys::fx_event>();
+        let mut st = -1;
+        assert_eq!(sys::fx_poll_sized(b, &mut ev, size, &mut st), 0);
+        assert_eq!(st, sys::FX_OK);
+        sys::fx_poll_sized(b, &mut ev, size - 1, &mut st);
+        assert_eq!(st, Status::INVALID_ARG.0);
+        sys::fx_batcher_free(b);
+        sys::fx_model_free(m);
+    }
+}
+
+#[test]
 fn struct_layouts_match_the_library() {
     // fx_*_init_sized writes defaults only inside the size it is given and
     // stores that size in struct_size. Given our size, the library's
@@ -98,6 +125,17 @@ fn version_is_abi_0() {
     assert!(v.starts_with("0."), "{}", v);
     assert_eq!(format!("{:?}", Status::GRAMMAR), "GRAMMAR");
     assert_eq!(format!("{:?}", Status(999)), "Status(999)");
+}
+
+#[test]
+fn every_library_status_has_a_name() {
+    // A status the library describes but this crate cannot name would
+    // print as a bare number: the list was not updated with the header.
+    for code in 0..64 {
+        let known = Status(code).description() != "unknown status";
+        let named = format!("{:?}", Status(code)) != format!("Status({})", code);
+        assert_eq!(known, named, "status {} ({})", code, Status(code).description());
+    }
 }
 
 #[test]

@@ -1,0 +1,131 @@
+# The command-line tools' behaviour (examples/cli.h and each tool): --help
+# on stdout with status 0, bad and unknown options named on stderr with
+# status 2, failures with status 1, ferrox-run's per-row report,
+# ferrox-info's summary line, and progress on stderr for long work. Each
+# case runs one tool through cli_check.cmake.
+if(NOT TARGET ferrox-run OR NOT TARGET synthetic-model)
+  return() # examples not built (FERROX_BUILD_EXAMPLES=OFF)
+endif()
+set(_fx_cli_check ${CMAKE_CURRENT_SOURCE_DIR}/cli_check.cmake)
+set(_fx_cli_model ${PROJECT_BINARY_DIR}/examples/synthetic-model.gguf)
+set(_fx_cli_work ${CMAKE_CURRENT_BINARY_DIR}/cli)
+file(MAKE_DIRECTORY ${_fx_cli_work})
+# Not GGUF: the message names the problem once, not twice.
+file(WRITE ${_fx_cli_work}/not-gguf.txt "plain text, no GGUF magic here\n")
+file(WRITE ${_fx_cli_work}/two-prompts.txt "Once upon a time\nThe dragon\n")
+
+# fx_cli_case(NAME TOOL RC [ARGS a|b] [OUT re] [ERR re] [NOT_ERR re]
+#             [SAME re SAME_ARGS a|b])
+function(fx_cli_case name tool rc)
+  cmake_parse_arguments(C "" "ARGS;OUT;ERR;NOT_ERR;SAME;SAME_ARGS" "" ${ARGN})
+  set(defs -DPROGRAM=$<TARGET_FILE:${tool}> -DRC=${rc})
+  foreach(k ARGS OUT ERR NOT_ERR SAME SAME_ARGS)
+    if(DEFINED C_${k})
+      list(APPEND defs "-D${k}=${C_${k}}")
+    endif()
+  endforeach()
+  add_test(NAME cli_${name}
+           COMMAND ${CMAKE_COMMAND} ${defs} -P ${_fx_cli_check}
+           WORKING_DIRECTORY ${_fx_cli_work})
+  set_tests_properties(cli_${name} PROPERTIES TIMEOUT 120 LABELS cli)
+endfunction()
+
+# Every tool: --help and an unknown option.
+foreach(tool ferrox-run ferrox-info ferrox-tokenize ferrox-chat-template
+             ferrox-mkmodel ferrox-bench)
+  fx_cli_case(${tool}_help ${tool} 0 ARGS --help)
+  fx_cli_case(${tool}_unknown ${tool} 2 ARGS --no-such-option
+              ERR "^${tool}: unknown option --no-such-option\n")
+endforeach()
+
+# Numbers parse strictly and the message names the option.
+fx_cli_case(run_temperature_text ferrox-run 2
+  ARGS --model|m|--prompt|p|--temperature|xyz
+  ERR "--temperature: 'xyz' is not a number")
+fx_cli_case(run_max_tokens_negative ferrox-run 2
+  ARGS --model|m|--prompt|p|--max-tokens|-5
+  ERR "--max-tokens: '-5' is not a whole number from 1 to 4294967295")
+fx_cli_case(run_max_tokens_overflow ferrox-run 2
+  ARGS --model|m|--prompt|p|--max-tokens|4294967296
+  ERR "--max-tokens: '4294967296' is not a whole number")
+fx_cli_case(run_seed_overflow ferrox-run 2
+  ARGS --model|m|--prompt|p|--seed|18446744073709551616
+  ERR "--seed: '18446744073709551616' is not a whole number")
+fx_cli_case(run_threads_zero ferrox-run 2
+  ARGS --model|m|--prompt|p|--threads|0
+  ERR "--threads: '0' is not a whole number from 1 to 256")
+fx_cli_case(run_top_k_trailing ferrox-run 2
+  ARGS --model|m|--prompt|p|--top-k|40x ERR "--top-k: '40x' is not")
+fx_cli_case(run_top_p_range ferrox-run 2
+  ARGS --model|m|--prompt|p|--top-p|1.5
+  ERR "--top-p: 1.5 is out of range [(]at least 0, at most 1[)]")
+fx_cli_case(run_temperature_nan ferrox-run 2
+  ARGS --model|m|--prompt|p|--temperature|nan
+  ERR "--temperature: 'nan' is not a number")
+fx_cli_case(run_repeat_penalty_zero ferrox-run 2
+  ARGS --model|m|--prompt|p|--repeat-penalty|0
+  ERR "--repeat-penalty: 0 is out of range [(]more than 0")
+fx_cli_case(run_missing_value ferrox-run 2
+  ARGS --prompt|p|--model ERR "^ferrox-run: --model needs a value\n")
+fx_cli_case(run_no_model ferrox-run 2
+  ARGS --prompt|p ERR "^ferrox-run: --model is required\n")
+fx_cli_case(run_missing_model_file ferrox-run 1
+  ARGS --model|no-such.gguf|--prompt|p
+  ERR "^ferrox-run: no-such.gguf: I/O error: cannot open")
+
+# ferrox-run reports every row's finish reason and usage on stderr, and a
+# --json answer cut by --max-tokens (one token never completes a JSON
+# value) as truncated, with status 1 (the synthetic model has the Llama 2
+# vocabulary, which can spell JSON).
+fx_cli_case(run_report ferrox-run 0
+  ARGS --model|${_fx_cli_model}|--prompt|Once|--max-tokens|4
+  ERR "^ferrox-run: finish (length|eos), [0-9]+ prompt tokens [(]0 cached[)], [1-4] generated")
+fx_cli_case(run_rows_report ferrox-run 0
+  ARGS --model|${_fx_cli_model}|--prompts-file|two-prompts.txt|--max-tokens|3
+  OUT "^row 0: [^\n]*\nrow 1: "
+  ERR "^ferrox-run: row 0: finish [a-z]+, [^\n]*\nferrox-run: row 1: finish ")
+fx_cli_case(run_json_truncated ferrox-run 1
+  ARGS --model|${_fx_cli_model}|--prompt|Once|--max-tokens|1|--json
+  ERR "finish length, [^\n]*\nferrox-run: truncated: --max-tokens 1 was reached before the grammar ended the output")
+
+# ferrox-info: the parameter count without --check (from the tensor table)
+# equals the loaded model's, a file that is not GGUF is named once.
+fx_cli_case(info_params ferrox-info 0
+  ARGS ${_fx_cli_model}
+  OUT "architecture: llama [(]not checked[^)]*--check[^)]*[)]\n"
+  SAME "params ([1-9][0-9]*)\n" SAME_ARGS ${_fx_cli_model}|--check)
+fx_cli_case(info_not_gguf ferrox-info 1
+  ARGS not-gguf.txt
+  ERR "^ferrox-info: not-gguf.txt: not a GGUF file: magic at offset 0 is [^\n]*\n$"
+  NOT_ERR "GGUF file: not a GGUF file")
+fx_cli_case(info_two_files ferrox-info 2
+  ARGS a.gguf|b.gguf ERR "^ferrox-info: unexpected argument 'b.gguf'\n")
+fx_cli_case(info_vocab_only ferrox-info 0
+  ARGS ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf
+  OUT "no tensors [(]a vocabulary-only file[)]\n")
+
+fx_cli_case(tokenize_cases_without_file ferrox-tokenize 2
+  ARGS --model|m|--text|t|--cases ERR "--cases needs --file")
+fx_cli_case(chat_template_no_message ferrox-chat-template 2
+  ARGS --template|chatml ERR "no message")
+
+# ferrox-mkmodel: strict numbers, and progress by phase.
+fx_cli_case(mkmodel_negative ferrox-mkmodel 2
+  ARGS --dim|-3|-o|x.gguf ERR "--dim: '-3' is not a whole number")
+fx_cli_case(mkmodel_type ferrox-mkmodel 2
+  ARGS --type|q4|-o|x.gguf ERR "--type: 'q4' is not f32, f16, bf16 or q8_0")
+fx_cli_case(mkmodel_progress ferrox-mkmodel 0
+  ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|-o|tiny.gguf
+  ERR "generating f32 weights: 1 layers[^\n]*\nferrox-mkmodel: writing tiny.gguf [(][0-9]+ bytes[)]\nferrox-mkmodel: wrote tiny.gguf\n$")
+
+# ferrox-bench: lists parse strictly, and a short run on the synthetic
+# model (a few tokens per phase, no roofline, bandwidth given so no probe)
+# says each phase on stderr before it starts.
+fx_cli_case(bench_rows ferrox-bench 2
+  ARGS --model|m|--rows|1,x ERR "--rows: '1,x' is not a list")
+fx_cli_case(bench_phases ferrox-bench 2
+  ARGS --model|m|--phases|prefill,foo ERR "--phases: 'prefill,foo' is not a list")
+fx_cli_case(bench_progress ferrox-bench 0
+  ARGS --model|${_fx_cli_model}|--phases|prefill,decode,ttft|--repeats|1|--prompt-tokens|8|--gen-tokens|2|--prefix-tokens|16|--step-tokens|16|--bandwidth-gbps|10|--peak-gflops|10
+  OUT "\"phase\":\"prefill\"[^\n]*\n[^\n]*\"phase\":\"decode\"[^\n]*\n[^\n]*\"phase\":\"ttft_cold\""
+  ERR "loading [^\n]*\nferrox-bench: warming up[^\n]*\nferrox-bench: prefill: 8 prompt tokens, 1 repeats\nferrox-bench: decode: 1 rows, 2 tokens each, 1 repeats\nferrox-bench: ttft: [^\n]*\nferrox-bench: done\n$")
