@@ -24,11 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+
 #ifndef EXAMPLE_DEFAULT_MODEL
 #define EXAMPLE_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
 
 #define MAX_MESSAGES 64
+
+static const char USAGE[] =
+    "usage: chat-reuse [--model M.gguf] [--template NAME] [--stdin] [--max-tokens N]\n";
 
 static const char SYSTEM[] =
     "You are Marta, the innkeeper of Ashford. You are cheerful.";
@@ -140,18 +145,25 @@ static int run_turn(fx_batcher *b, const fx_request *req, reply *out,
 int main(int argc, char **argv) {
     const char *path = EXAMPLE_DEFAULT_MODEL, *tmpl = NULL;
     int from_stdin = 0;
-    unsigned max_tokens = 48;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--stdin")) { from_stdin = 1; continue; }
-        if (!v) goto usage;
-        i++;
-        if (!strcmp(a, "--model")) path = v;
-        else if (!strcmp(a, "--template")) tmpl = v;
-        else if (!strcmp(a, "--max-tokens")) max_tokens = (unsigned)atoi(v);
-        else goto usage;
+    uint32_t max_tokens = 48;
+    cli args;
+    cli_init(&args, "chat-reuse", argc, argv);
+    while (cli_next(&args)) {
+        if (cli_is_help(&args)) {
+            printf("%s", USAGE);
+            return CLI_OK;
+        } else if (cli_is(&args, "--stdin")) {
+            from_stdin = 1;
+        } else if (cli_is(&args, "--model")) {
+            if (!(path = cli_value(&args))) return CLI_USAGE;
+        } else if (cli_is(&args, "--template")) {
+            if (!(tmpl = cli_value(&args))) return CLI_USAGE;
+        } else if (cli_is(&args, "--max-tokens")) {
+            if (cli_u32(&args, 1, 4096, &max_tokens)) return CLI_USAGE;
+        } else {
+            return cli_unknown(&args);
+        }
     }
-    if (max_tokens == 0) goto usage;
 
     char err[512];
     fx_model *model = NULL;
@@ -263,9 +275,4 @@ int main(int argc, char **argv) {
     fx_batcher_free(b);
     fx_model_free(model);
     return rc;
-
-usage:
-    fprintf(stderr, "usage: chat-reuse [--model M.gguf] [--template NAME] "
-                    "[--stdin] [--max-tokens N]\n");
-    return 2;
 }

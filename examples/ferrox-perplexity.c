@@ -22,10 +22,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "api/api_internal.h"
 #include "kernels/kernels.h"
 #include "tokenizer/vocab_impl.h"
@@ -42,20 +44,6 @@ static const char USAGE[] =
 /* Batch of tokens per forward call inside a chunk: bounds the logits buffer
  * (batch x vocabulary floats) whatever the context. */
 #define FWD_BATCH 128u
-
-static int parse_count(const char *opt, const char *v, unsigned long max,
-                       unsigned long *out) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long x = v[0] == '-' ? 0 : strtoul(v, &end, 10);
-    if (v[0] == '-' || errno || !end || *end || end == v || x == 0 || x > max) {
-        fprintf(stderr, "ferrox-perplexity: %s: '%s' is not a number in 1..%lu\n",
-                opt, v, max);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
 
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -174,41 +162,32 @@ static int score_chunk(scorer *s, const int32_t *tok, uint32_t n, uint32_t first
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *file = NULL;
-    unsigned long ctx = 0, threads = 1, max_chunks = 0;
+    uint32_t ctx = 0, threads = 1, max_chunks = 0;
     int parse_special = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    cli c;
+    cli_init(&c, "ferrox-perplexity", argc, argv);
+    while (cli_next(&c)) {
+        if (cli_is_help(&c)) {
             fputs(USAGE, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--parse-special")) {
+            return CLI_OK;
+        } else if (cli_is(&c, "--parse-special")) {
             parse_special = 1;
-            continue;
+        } else if (cli_is(&c, "--model")) {
+            if (!(model_path = cli_value(&c))) return CLI_USAGE;
+        } else if (cli_is(&c, "--file")) {
+            if (!(file = cli_value(&c))) return CLI_USAGE;
+        } else if (cli_is(&c, "--ctx")) {
+            if (cli_u32(&c, 4, 1u << 20, &ctx)) return CLI_USAGE;
+        } else if (cli_is(&c, "--threads")) {
+            if (cli_u32(&c, 1, 256, &threads)) return CLI_USAGE;
+        } else if (cli_is(&c, "--chunks")) {
+            if (cli_u32(&c, 1, UINT32_MAX, &max_chunks)) return CLI_USAGE;
+        } else {
+            return cli_unknown(&c);
         }
-        int known = !strcmp(a, "--model") || !strcmp(a, "--file") ||
-                    !strcmp(a, "--ctx") || !strcmp(a, "--threads") ||
-                    !strcmp(a, "--chunks");
-        if (!known) {
-            fprintf(stderr, "ferrox-perplexity: unknown option '%s'\n%s", a, USAGE);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "ferrox-perplexity: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--file")) file = v;
-        else if (!strcmp(a, "--ctx") ? parse_count(a, v, 1u << 20, &ctx)
-                 : !strcmp(a, "--threads") ? parse_count(a, v, 256, &threads)
-                                          : parse_count(a, v, 1u << 30, &max_chunks))
-            return 2;
     }
-    if (!model_path || !file) {
-        fprintf(stderr, "ferrox-perplexity: --model and --file are required\n%s", USAGE);
-        return 2;
-    }
+    if (!model_path || !file)
+        return cli_usage_error(&c, "--model and --file are required");
 
     size_t text_len = 0;
     char *text = read_all(file, &text_len);
@@ -226,10 +205,11 @@ int main(int argc, char **argv) {
     }
     if (ctx == 0) ctx = model->hp.n_ctx_train;
     if (ctx < 4) {
-        fprintf(stderr, "ferrox-perplexity: --ctx must be at least 4\n");
+        fprintf(stderr, "ferrox-perplexity: the model's context (%u) is under 4 "
+                "tokens; give --ctx\n", ctx);
         fx_model_free(model);
         free(text);
-        return 2;
+        return CLI_USAGE;
     }
 
     uint32_t flags = parse_special ? FX_TOKENIZE_PARSE_SPECIAL : 0;
@@ -253,26 +233,26 @@ int main(int argc, char **argv) {
     if (max_chunks && max_chunks < n_chunks) n_chunks = max_chunks;
     if (n_chunks == 0) {
         fprintf(stderr, "ferrox-perplexity: %s has %zu tokens, fewer than one "
-                "chunk of %lu (lower --ctx)\n", file, n_tok, ctx);
+                "chunk of %u (lower --ctx)\n", file, n_tok, ctx);
         free(tok);
         fx_model_free(model);
         return 1;
     }
-    fprintf(stderr, "ferrox-perplexity: %zu tokens, %zu chunks of %lu, scoring "
+    fprintf(stderr, "ferrox-perplexity: %zu tokens, %zu chunks of %u, scoring "
             "the second half of each\n", n_tok, n_chunks, ctx);
 
     scorer s;
-    int rc = scorer_init(&s, model, (uint32_t)ctx, (unsigned)threads);
+    int rc = scorer_init(&s, model, ctx, threads);
     int32_t bos = fx_model_special_token(model, FX_TOKEN_BOS);
     double sum = 0.0, sum_sq = 0.0;
     uint64_t count = 0;
-    for (size_t c = 0; rc == 0 && c < n_chunks; c++) {
-        int32_t *chunk = tok + c * ctx;
+    for (size_t k = 0; rc == 0 && k < n_chunks; k++) {
+        int32_t *chunk = tok + k * ctx;
         if (model->vocab->add_bos && bos >= 0) chunk[0] = bos;
-        rc = score_chunk(&s, chunk, (uint32_t)ctx, (uint32_t)ctx / 2, &sum, &sum_sq,
+        rc = score_chunk(&s, chunk, ctx, ctx / 2, &sum, &sum_sq,
                          &count);
-        if (rc == 0) printf("[%zu]%.4f%s", c + 1, exp(sum / (double)count),
-                            c + 1 < n_chunks ? "," : "\n");
+        if (rc == 0) printf("[%zu]%.4f%s", k + 1, exp(sum / (double)count),
+                            k + 1 < n_chunks ? "," : "\n");
         fflush(stdout);
     }
     if (rc == 0) {

@@ -19,15 +19,27 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ferrox.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
+
 #ifndef NPC_DEFAULT_MODEL
 #define NPC_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
+
+static const char USAGE[] =
+    "usage: npc-demo [--model M.gguf] [--npcs N] [--frames F] [--fps R]\n"
+    "                [--step-tokens T] [--threads K] [--quiet]\n"
+    "  --model M        a chat model (default: the demo model, models/npc-tiny-f16.gguf)\n"
+    "  --npcs N         NPCs talking at once, 1..64 (default 12)\n"
+    "  --frames F       frames at most (default 1200)\n"
+    "  --fps R          frames per second (default 60)\n"
+    "  --step-tokens T  tokens one step may compute (default 32)\n"
+    "  --threads K      threads for the forward pass (default 1)\n"
+    "  --quiet          print finished lines only, not every frame\n";
 
 typedef struct persona {
     const char *name, *role, *town, *mood;
@@ -147,36 +159,33 @@ static fx_status submit_turn(fx_batcher *b, const fx_model *m, npc *p, unsigned 
     return st;
 }
 
-/* A count in 1..max from an option's value; 0 if it is not one. */
-static unsigned count_arg(const char *v, unsigned max) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long x = strtoul(v, &end, 10);
-    if (v[0] == '-' || errno || end == v || *end || x == 0 || x > max) return 0;
-    return (unsigned)x;
-}
-
 int main(int argc, char **argv) {
     const char *model_path = NPC_DEFAULT_MODEL;
-    unsigned npcs = N_PEOPLE, frames = 1200, fps = 60, step_tokens = 32, threads = 1;
+    uint32_t npcs = N_PEOPLE, frames = 1200, fps = 60, step_tokens = 32, threads = 1;
     int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned *dst = NULL, max = 0;
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!strcmp(a, "--help")) goto usage_ok;
-        if (!strcmp(a, "--model") && v) { model_path = v; i++; continue; }
-        if (!strcmp(a, "--npcs")) dst = &npcs, max = 64;
-        else if (!strcmp(a, "--frames")) dst = &frames, max = 1000000;
-        else if (!strcmp(a, "--fps")) dst = &fps, max = 1000;
-        else if (!strcmp(a, "--step-tokens")) dst = &step_tokens, max = 65536;
-        else if (!strcmp(a, "--threads")) dst = &threads, max = 256;
-        if (!dst || !v || !(*dst = count_arg(v, max))) {
-            fprintf(stderr, "npc-demo: %s: %s\n", a,
-                    !dst ? "unknown option" : !v ? "needs a value" : "not a valid count");
-            goto usage;
+    cli c;
+    cli_init(&c, "npc-demo", argc, argv);
+    while (cli_next(&c)) {
+        if (cli_is_help(&c)) {
+            fputs(USAGE, stdout);
+            return CLI_OK;
+        } else if (cli_is(&c, "--quiet")) {
+            quiet = 1;
+        } else if (cli_is(&c, "--model")) {
+            if (!(model_path = cli_value(&c))) return CLI_USAGE;
+        } else if (cli_is(&c, "--npcs")) {
+            if (cli_u32(&c, 1, 64, &npcs)) return CLI_USAGE;
+        } else if (cli_is(&c, "--frames")) {
+            if (cli_u32(&c, 1, 1000000, &frames)) return CLI_USAGE;
+        } else if (cli_is(&c, "--fps")) {
+            if (cli_u32(&c, 1, 1000, &fps)) return CLI_USAGE;
+        } else if (cli_is(&c, "--step-tokens")) {
+            if (cli_u32(&c, 1, 65536, &step_tokens)) return CLI_USAGE;
+        } else if (cli_is(&c, "--threads")) {
+            if (cli_u32(&c, 1, 256, &threads)) return CLI_USAGE;
+        } else {
+            return cli_unknown(&c);
         }
-        i++;
     }
 
     fx_model *model = NULL;
@@ -295,14 +304,5 @@ int main(int argc, char **argv) {
     free(step_ms);
     fx_batcher_free(b);
     fx_model_free(model);
-    return finished == npcs ? 0 : 1;
-
-usage_ok:
-    printf("usage: npc-demo [--model M.gguf] [--npcs N] [--frames F] [--fps R] "
-           "[--step-tokens T] [--threads K] [--quiet]\n");
-    return 0;
-usage:
-    fprintf(stderr, "usage: npc-demo [--model M.gguf] [--npcs N] [--frames F] "
-                    "[--fps R] [--step-tokens T] [--threads K] [--quiet]\n");
-    return 2;
+    return finished == npcs ? CLI_OK : CLI_FAILED;
 }

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+
 #ifndef EXAMPLE_DEFAULT_MODEL
 #define EXAMPLE_DEFAULT_MODEL "models/npc-tiny-f16.gguf"
 #endif
@@ -47,15 +49,16 @@ static const char GRAMMAR[] =
 /* Who is asked, and what. */
 static const struct ask {
     const char *system, *line;
+    const char *action; /* what the player asked for */
 } ASKS[] = {
-    {"You are Tobin, the merchant of Saltmere. You are proud.", "Sell me two ropes, please."},
-    {"You are Marta, the innkeeper of Ashford. You are cheerful.", "Could you give me three ales?"},
-    {"You are Elsie, the guard of Stonegate. You are weary.", "Please open the gate."},
-    {"You are Mira, the healer of Fernhaven. You are nervous.", "I am wounded, please help."},
-    {"You are Bram, the blacksmith of Ironholm. You are grumpy.", "I want to buy a dagger."},
-    {"You are Wren, the thief of Ravenmoor. You are nervous.", "Open the chest for me."},
-    {"You are Greta, the baker of Millbrook. You are cheerful.", "Please give me four pies."},
-    {"You are Rolf, the fisher of Coldbrook. You are grumpy.", "I'll buy five fish."},
+    {"You are Tobin, the merchant of Saltmere. You are proud.", "Sell me two ropes, please.", "sell"},
+    {"You are Marta, the innkeeper of Ashford. You are cheerful.", "Could you give me three ales?", "give"},
+    {"You are Elsie, the guard of Stonegate. You are weary.", "Please open the gate.", "open"},
+    {"You are Mira, the healer of Fernhaven. You are nervous.", "Can you heal me?", "heal"},
+    {"You are Bram, the blacksmith of Ironholm. You are grumpy.", "I want to buy a dagger.", "sell"},
+    {"You are Wren, the thief of Ravenmoor. You are nervous.", "Open the door for me.", "open"},
+    {"You are Greta, the baker of Millbrook. You are cheerful.", "Please give me four pies.", "give"},
+    {"You are Rolf, the fisher of Coldbrook. You are grumpy.", "I'll buy five fish.", "sell"},
 };
 #define N_ASKS (sizeof ASKS / sizeof *ASKS)
 #define ACT_HINT " When asked to act, answer with one JSON action."
@@ -196,21 +199,24 @@ static const struct tool {
 } TOOLS[] = {{"give", trade}, {"sell", trade}, {"buy", trade},
              {"open", door},  {"close", door}, {"heal", heal}};
 
-/* Parses an answer and runs the tool it names; 0 if both worked. */
-static int act_on(const char *answer) {
+/* Parses an answer and runs the tool it names; 0 if both worked.
+ * *as_asked says whether it is the action the player asked for. */
+static int act_on(const char *answer, const char *asked, int *as_asked) {
     call c;
     char result[256];
+    *as_asked = 0;
     if (parse_call(answer, &c) != 0) {
         printf("  not a tool call this program understands\n");
         return -1;
     }
+    *as_asked = !strcmp(c.tool, asked);
     for (size_t i = 0; i < sizeof TOOLS / sizeof *TOOLS; i++) {
         if (strcmp(TOOLS[i].name, c.tool) != 0) continue;
         if (TOOLS[i].run(&c, result, sizeof result) != 0) {
             printf("  %s: missing or wrong arguments\n", c.tool);
             return -1;
         }
-        printf("  -> %s: %s\n", c.tool, result);
+        printf("  -> %s: %s%s\n", c.tool, result, *as_asked ? "" : " (not what was asked)");
         return 0;
     }
     printf("  unknown tool \"%s\"\n", c.tool);
@@ -227,15 +233,20 @@ typedef struct answer {
 
 int main(int argc, char **argv) {
     const char *path = EXAMPLE_DEFAULT_MODEL;
-    unsigned n = 8;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) path = argv[i + 1];
-        else if (!strcmp(argv[i], "--seeds")) n = (unsigned)atoi(argv[i + 1]);
-        else n = 0;
-    }
-    if (argc % 2 == 0 || n == 0 || n > 64) {
-        fprintf(stderr, "usage: tool-call [--model M.gguf] [--seeds N (1..64)]\n");
-        return 2;
+    uint32_t n = 8;
+    cli c;
+    cli_init(&c, "tool-call", argc, argv);
+    while (cli_next(&c)) {
+        if (cli_is_help(&c)) {
+            printf("usage: tool-call [--model M.gguf] [--seeds N (1..64)]\n");
+            return CLI_OK;
+        } else if (cli_is(&c, "--model")) {
+            if (!(path = cli_value(&c))) return CLI_USAGE;
+        } else if (cli_is(&c, "--seeds")) {
+            if (cli_u32(&c, 1, 64, &n)) return CLI_USAGE;
+        } else {
+            return cli_unknown(&c);
+        }
     }
     char err[512];
     fx_model *model = NULL;
@@ -325,14 +336,19 @@ int main(int argc, char **argv) {
         }
     }
 
-    unsigned good = 0;
+    unsigned good = 0, as_asked = 0;
     for (unsigned i = 0; i < n && rc == 0; i++) {
         printf("seed %u: %s\n  player: %s\n  answer: %s\n", i + 1,
                ASKS[i % N_ASKS].system, ASKS[i % N_ASKS].line, answers[i].text);
-        if (answers[i].done && !answers[i].failed && act_on(answers[i].text) == 0)
+        int asked = 0;
+        if (answers[i].done && !answers[i].failed &&
+            act_on(answers[i].text, ASKS[i % N_ASKS].action, &asked) == 0)
             good++;
+        as_asked += (unsigned)asked;
     }
-    if (rc == 0) printf("%u of %u answers parsed and acted on\n", good, n);
+    if (rc == 0)
+        printf("%u of %u answers parsed and acted on, %u of them the action asked "
+               "for\n", good, n, as_asked);
     free(answers);
     fx_batcher_free(b);
     fx_model_free(model);

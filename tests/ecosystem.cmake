@@ -1,15 +1,14 @@
-# Issue 10: the example programs run on the synthetic model the build makes
-# (examples/batcher.cmake, compiled into each as its default) and their
-# output is checked by ecosystem_check.cmake:
+# The example programs run on the demo model (models/npc-tiny-f16.gguf,
+# compiled into each as its default) and their output is checked by
+# ecosystem_check.cmake:
 #   example_hello      exits 0 and generated at least one token of text;
 #   example_chat_reuse four scripted turns, each re-rendering the whole
 #                      conversation: turn 1 has no cached tokens, every later
 #                      turn reuses some (and never its whole prompt);
 #   example_tool_call  8 seeds, 8 rows side by side: every answer parsed as
-#                      the tool-call JSON and the tool it names ran;
-#   example_run_chat_no_template  ferrox-run refuses, with one message.
-# tool-call needs a vocabulary that can spell JSON: the model gets the real
-# Llama 2 one from ../shared; without it the test reports itself skipped.
+#                      an NPC action and the game acted on it;
+#   example_run_chat_no_template  ferrox-run refuses, with one message
+#                      (on the synthetic model, which has no template).
 if(NOT TARGET hello)
   return() # examples not built (FERROX_BUILD_EXAMPLES=OFF)
 endif()
@@ -21,17 +20,9 @@ add_test(NAME example_hello
 add_test(NAME example_chat_reuse
   COMMAND ${CMAKE_COMMAND} -DKIND=chat -DPROGRAM=$<TARGET_FILE:chat-reuse>
           -DTURNS=4 -P ${_fx_check})
-if(EXISTS ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf)
-  add_test(NAME example_tool_call
-    COMMAND ${CMAKE_COMMAND} -DKIND=tool -DPROGRAM=$<TARGET_FILE:tool-call>
-            -DARGS=--seeds|8 -DSEEDS=8 -P ${_fx_check})
-else()
-  add_test(NAME example_tool_call
-    COMMAND ${CMAKE_COMMAND} -E echo
-            "SKIPPED: ${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf is absent")
-  set_tests_properties(example_tool_call PROPERTIES
-    SKIP_REGULAR_EXPRESSION "SKIPPED:")
-endif()
+add_test(NAME example_tool_call
+  COMMAND ${CMAKE_COMMAND} -DKIND=tool -DPROGRAM=$<TARGET_FILE:tool-call>
+          -DARGS=--seeds|8 -DSEEDS=8 -P ${_fx_check})
 # ferrox-run --chat on a model without a chat template: refused, with one
 # message naming the cause.
 add_test(NAME example_run_chat_no_template
