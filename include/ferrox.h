@@ -334,10 +334,8 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         weight matrices are copied once, at
                                         load, into huge pages and the order
                                         the kernels stream fastest (the
-                                        same bits either way); measured on
-                                        the 246M model, one-row decode
-                                        without the copy: F32 0.87x, F16
-                                        0.80x, Q8_0 0.75x */
+                                        same bits either way; decode is
+                                        slower from the mapping) */
 
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {

