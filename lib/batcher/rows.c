@@ -1,6 +1,7 @@
 /*
- * The batcher's bookkeeping: creation, generation-counted handles, submit,
- * the event queue and poll, cancel and release, and pinned leases.
+ * The batcher's bookkeeping: creation, generation-counted handles, the
+ * row slots and the queue, the event queue and poll. (Submit, cancel,
+ * release and leases are in submit.c.)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "batcher_impl.h"

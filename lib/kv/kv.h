@@ -172,7 +172,7 @@ typedef enum fx_kv_layout {
     FX_KV_PAGED = 0,     /* blocks from the pool; adopts and publishes */
     FX_KV_CONTIGUOUS = 1 /* one block as long as the context, allocated at
                             init, outside the pool; neither adopts nor
-                            publishes (the seed's RowKv::Contiguous) */
+                            publishes */
 } fx_kv_layout;
 
 typedef enum fx_kv_lease_state {

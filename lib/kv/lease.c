@@ -142,9 +142,9 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
     }
     lease->n_blocks = k;
     lease->adopted = k;
-    /* Seeded, not zero: prefill starts after the adopted prefix. A prefill
-     * that assumed zero re-ran the whole prompt on top of it, writing past
-     * it with RoPE positions 0..n (the seed's issue #37). */
+    /* Starts after the adopted prefix, not at zero: a prefill from zero
+     * would re-run the whole prompt on top of it, writing past it with
+     * RoPE positions 0..n. */
     lease->cursor = k * kv->block_tokens;
     lease->reserve_left = need - k;
     kv->reserved += lease->reserve_left;

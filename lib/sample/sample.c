@@ -1,3 +1,10 @@
+/*
+ * The samplers: a row's random stream (xoshiro256**), the chain that
+ * turns its logits into a token (bias, penalties, top-k, typical, top-p,
+ * min-p, temperature, the draw), greedy argmax, and log-probabilities.
+ * sample.h says what each guarantees; a row's grammar masks in
+ * grammar_match.c, before the chain runs.
+ */
 #include "sample.h"
 
 #include "../tokenizer/tokenizer.h"
