@@ -917,7 +917,7 @@ static void test_default_kv_cap(void **state) {
     hp.n_layer = 32; /* Llama-2-7B's K/V shape */
     hp.n_head_kv = 32;
     hp.head_dim = 128;
-    uint64_t per_block = (uint64_t)fx_kv_block_floats(&hp, 16) * 4 + 64 + 128;
+    uint64_t per_block = fx_kv_block_bytes(&hp, 16);
     /* 16 rows of 512: 8 GiB in full, so the cap. */
     assert_true(per_block * 32 * 16 > cap);
     assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16), cap);

@@ -10,14 +10,12 @@
 #define FX_BATCHER_H
 
 #include "../core/core.h"
-#include "../gguf/gguf.h"
 #include "../model/model.h"
 
 struct fx_vocab;
 
 /* What the batcher needs of a model: the pieces lib/api owns. */
 typedef struct fx_batcher_model {
-    const fx_gguf *gguf;
     const fx_hparams *hp;
     const fx_weights *weights;
     const struct fx_vocab *vocab;

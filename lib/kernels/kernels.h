@@ -58,6 +58,8 @@
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
 
+#include <string.h>
+
 #include "../core/core.h"
 
 /* ---- weight types (values are ggml's type ids, as stored in GGUF) ---- */
@@ -377,6 +379,18 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
                         const fx_mm_out *outs, size_t n_outs);
 
 /* ---- number formats ---- */
+
+/* A float's IEEE bits, and the float with these bits. */
+static inline uint32_t fx_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float fx_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* Exact. NaN stays NaN (quieted). */
 float fx_f16_to_f32(uint16_t h);

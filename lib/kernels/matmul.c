@@ -1,6 +1,7 @@
 /*
  * The matmul entry point: argument checks, ISA choice, the split of N over
- * the pool, the portable path, and the OpenBLAS fast mode.
+ * the pool, and the OpenBLAS fast mode (the portable path is in
+ * matmul_portable.c).
  */
 #include "matmul_impl.h"
 
@@ -66,89 +67,6 @@ static int type_index(fx_wtype t) {
     case FX_WTYPE_Q8_0_R16: return 3;
     case FX_WTYPE_F32:
     default: return 0;
-    }
-}
-
-size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
-    /* The tiles hold chunks of 8 elements. */
-    if (fx_wtype_is_r12(t))
-        return k % 8 == 0 ? fx_wtype_row_bytes(fx_wtype_unpacked(t), k) : 0;
-    switch (t) {
-    case FX_WTYPE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
-    case FX_WTYPE_F16:
-    case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
-    case FX_WTYPE_Q8_0:
-    case FX_WTYPE_Q8_0_R16:
-        if (k % FX_QK8_0 != 0) return 0;
-        return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-    default: return 0;
-    }
-}
-
-const char *fx_wtype_name(fx_wtype t) {
-    switch (t) {
-    case FX_WTYPE_F32: return "f32";
-    case FX_WTYPE_F16: return "f16";
-    case FX_WTYPE_BF16: return "bf16";
-    case FX_WTYPE_Q8_0: return "q8_0";
-    case FX_WTYPE_Q8_0_R16: return "q8_0_r16";
-    case FX_WTYPE_F32_R12: return "f32_r12";
-    case FX_WTYPE_F16_R12: return "f16_r12";
-    case FX_WTYPE_BF16_R12: return "bf16_r12";
-    default: return "unknown";
-    }
-}
-
-/* ---- portable path: the definition in kernels.h, written literally ----
- * (F32, F16, BF16; Q8_0 is fx_mm_q8_portable) */
-
-/* The weight whose bytes start at p, as an f32 (exact). */
-static float weight_value(fx_wtype t, const uint8_t *p) {
-    switch (fx_wtype_unpacked(t)) {
-    case FX_WTYPE_F16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return fx_f16_to_f32(h);
-    }
-    case FX_WTYPE_BF16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return fx_bf16_to_f32(h);
-    }
-    case FX_WTYPE_F32:
-    default: {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    }
-}
-
-/* Also the AVX2 form for R12 weights, which it reads element by element
- * through fx_float_r12_at: models repack floats only where the AVX-512
- * path reads them (fx_kernels_prefer_r12). */
-void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
-                          float *scratch) {
-    (void)scratch;
-    const bool r12 = fx_wtype_is_r12(job->type);
-    const size_t esize = fx_wtype_unpacked(job->type) == FX_WTYPE_F32 ? 4 : 2;
-    for (size_t m = 0; m < job->m; m++) {
-        const float *x = job->x + m * job->ldx;
-        for (size_t n = n0; n < n1; n++) {
-            const uint8_t *row = job->w + n * job->row_bytes;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (size_t k = 0; k < job->k; k++) {
-                const uint8_t *at =
-                    r12 ? job->w +
-                              fx_float_r12_at(job->n, job->k, esize, n, k / 8) +
-                              (k % 8) * esize
-                        : row + k * esize;
-                acc[k % 8] = fmaf(x[k], weight_value(job->type, at),
-                                  acc[k % 8]);
-            }
-            job->y[m * job->ldy + n] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
-                                       ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-        }
     }
 }
 

@@ -26,17 +26,6 @@
  * weight reaches the float range that matters next to the rest of a row. */
 #define FX_XQ_TINY 0x1p-100f
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* The scalar part of quantizing one block, shared by every form: from the
  * largest |x| as bits (NaN bits above inf above every finite value) to the
@@ -47,7 +36,7 @@ static bool xq_scale(uint32_t amax_bits, float *d, float *id) {
         *d = NAN;
         return false;
     }
-    const float amax = bits_f32(amax_bits);
+    const float amax = fx_bits_f32(amax_bits);
     if (amax < FX_XQ_TINY) {
         *d = 0.0f;
         return false;
@@ -74,7 +63,7 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
             const float *xb = xr + b * FX_QK8_0;
             uint32_t amax = 0;
             for (int i = 0; i < FX_QK8_0; i++) {
-                uint32_t a = f32_bits(xb[i]) & 0x7fffffffu;
+                uint32_t a = fx_f32_bits(xb[i]) & 0x7fffffffu;
                 if (a > amax) amax = a;
             }
             float d, id = 0.0f;
