@@ -12,6 +12,21 @@
  * function whose signature was wrong is replaced by a new `_v2` function,
  * never changed.
  *
+ * Versioned structs, the `_init_sized` contract. Every struct that begins
+ * with `uint32_t struct_size` has an exported fx_X_init_sized(p, size) and
+ * an inline fx_X_init(p) that calls it with `sizeof *p` as this header
+ * gives it in the host's build; a binding that declares the struct itself
+ * passes its own struct's size. Only members that lie wholly inside
+ * `size` are written: their defaults, zero for every other byte up to
+ * `size`, and struct_size = `size`. So a host compiled against an older,
+ * smaller struct is never written past its end, and a newer, larger one
+ * gets zero -- "default" -- in the members this library does not know.
+ * Nothing is refused there: a size smaller than the first layout is
+ * recorded in struct_size, and the call that takes the struct then fails
+ * with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no room for
+ * struct_size: those bytes are only zeroed. Any thread may call them at
+ * any time.
+ *
  * Threads: the library never starts a thread unless a call's parameters ask
  * for more than one. Unless a function says otherwise, calls on one handle
  * must not overlap; calls on different handles are independent. Nothing is
@@ -353,20 +368,9 @@ typedef struct fx_model_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_model_params_init below, which passes the struct's size in the
- * host's own build (`sizeof *params`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_model_params_init below.
  *
  * @param params The struct to fill; NULL is a no-op.
  * @param size Bytes at params: the caller's sizeof(fx_model_params).
@@ -483,20 +487,9 @@ typedef struct fx_model_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_get_info.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_model_info_init below, which passes the struct's size in the
- * host's own build (`sizeof *info`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_model_info_init below.
  *
  * @param info The struct to fill; NULL is a no-op.
  * @param size Bytes at info: the caller's sizeof(fx_model_info).
@@ -578,20 +571,9 @@ typedef struct fx_tensor_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_tensor_info_init below, which passes the struct's size in the
- * host's own build (`sizeof *info`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_tensor_info_init below.
  *
  * @param info The struct to fill; NULL is a no-op.
  * @param size Bytes at info: the caller's sizeof(fx_tensor_info).
@@ -802,16 +784,26 @@ FX_API int32_t fx_model_special_token(const fx_model *model,
  */
 FX_API int fx_token_is_eog(const fx_model *model, int32_t token);
 
+/** A token's type, as GGUF numbers them (tokenizer.ggml.token_type). */
+typedef enum fx_token_type_t {
+    FX_TOKEN_TYPE_UNDEFINED = 0,    /**< undefined, or no such token */
+    FX_TOKEN_TYPE_NORMAL = 1,       /**< ordinary text */
+    FX_TOKEN_TYPE_UNKNOWN = 2,      /**< the unknown token (`<unk>`) */
+    FX_TOKEN_TYPE_CONTROL = 3,      /**< control (BOS, EOS, chat markers) */
+    FX_TOKEN_TYPE_USER_DEFINED = 4, /**< added by the model's authors */
+    FX_TOKEN_TYPE_UNUSED = 5,       /**< reserved, never produced */
+    FX_TOKEN_TYPE_BYTE = 6          /**< one raw byte (`<0x0A>`) */
+} fx_token_type_t;
+
 /**
- * The token's GGUF type (tokenizer.ggml.token_type): 1 normal, 2 unknown,
- * 3 control, 4 user-defined, 5 unused, 6 byte; 0 when undefined or the
- * token is out of range.
+ * The token's GGUF type (tokenizer.ggml.token_type).
  *
- * @param model The model; NULL gives 0.
+ * @param model The model; NULL gives FX_TOKEN_TYPE_UNDEFINED.
  * @param token Any id.
- * @return The type, or 0.
+ * @return The type; FX_TOKEN_TYPE_UNDEFINED when the file leaves it
+ *         undefined or the token is out of range.
  */
-FX_API int fx_token_type(const fx_model *model, int32_t token);
+FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
 
 /** @} */
 
@@ -1209,20 +1201,9 @@ typedef struct fx_batcher_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_batcher_params_init below, which passes the struct's size in the
- * host's own build (`sizeof *params`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_batcher_params_init below.
  *
  * @param params The struct to fill; NULL is a no-op.
  * @param size Bytes at params: the caller's sizeof(fx_batcher_params).
@@ -1417,20 +1398,9 @@ typedef struct fx_request {
 /**
  * Fills *request with the defaults (see each field) and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_request_init below, which passes the struct's size in the
- * host's own build (`sizeof *request`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_request_init below.
  *
  * @param request The struct to fill; NULL is a no-op.
  * @param size Bytes at request: the caller's sizeof(fx_request).

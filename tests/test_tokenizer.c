@@ -469,10 +469,10 @@ static void test_pieces_and_getters(void **state) {
     assert_true(fx_token_is_eog(spm, 2));
     assert_false(fx_token_is_eog(spm, 1));
     assert_true(fx_token_is_eog(bpe, 50256));
-    assert_int_equal(fx_token_type(spm, 1), 3);
-    assert_int_equal(fx_token_type(spm, 13), 6);
-    assert_int_equal(fx_token_type(spm, 15043), 1);
-    assert_int_equal(fx_token_type(spm, 32000), 0);
+    assert_int_equal(fx_token_type(spm, 1), FX_TOKEN_TYPE_CONTROL);
+    assert_int_equal(fx_token_type(spm, 13), FX_TOKEN_TYPE_BYTE);
+    assert_int_equal(fx_token_type(spm, 15043), FX_TOKEN_TYPE_NORMAL);
+    assert_int_equal(fx_token_type(spm, 32000), FX_TOKEN_TYPE_UNDEFINED);
     /* BOS removal with REMOVE_SPECIAL keeps the SentencePiece space rule */
     int32_t ids[3] = {1, 15043, 2};
     char buf[32];
@@ -519,7 +519,7 @@ static void test_arguments(void **state) {
     assert_int_equal(fx_model_vocab_size(NULL), 0);
     assert_int_equal(fx_model_special_token(NULL, FX_TOKEN_BOS), -1);
     assert_int_equal(fx_token_is_eog(NULL, 2), 0);
-    assert_int_equal(fx_token_type(NULL, 2), 0);
+    assert_int_equal(fx_token_type(NULL, 2), FX_TOKEN_TYPE_UNDEFINED);
     fx_model_free(m);
 }
 
