@@ -20,6 +20,7 @@
 #include "batcher/batcher.h"
 #include "kv/kv.h"
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "test_util.h"
 
 /* ---- fixtures ---- */
@@ -128,10 +129,8 @@ static void run_until_idle(fx_batcher *b) {
 }
 
 static void prompt_of(int32_t *p, size_t n, uint64_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = 3 + (int32_t)((seed >> 33) % 60); /* skip <unk>, <s>, </s> */
-    }
+    for (size_t i = 0; i < n; i++) /* skip <unk>, <s>, </s> */
+        p[i] = 3 + (int32_t)fx_test_rng_below(&seed, 60);
 }
 
 static fx_status submit_ids(fx_batcher *b, const int32_t *ids, size_t n,
@@ -469,8 +468,7 @@ static void test_batch_determinism(void **state) {
         uint64_t rng = 99 + (uint64_t)bi;
         int next = 0;
         for (int guard = 0; guard < 100000; guard++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            if (next < N && (rng >> 60) < 6) {
+            if (next < N && (fx_test_rng_next(&rng) >> 60) < 6) {
                 assert_int_equal(submit_ids(b, prompts[next], lens[next],
                                             8 + (uint32_t)next % 5,
                                             next % 2 ? 0.8f : 0, (uint64_t)next,
@@ -775,8 +773,7 @@ static void test_soak(void **state) {
     fx_lease *lease = NULL;
     const char *stops[2] = {"<t1", "3>"};
     for (int guard = 0; guard < 200000; guard++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t dice = (uint32_t)(rng >> 40);
+        uint32_t dice = (uint32_t)(fx_test_rng_next(&rng) >> 40);
         if (next < N && dice % 3 == 0) {
             int32_t p[40];
             size_t len = 1 + dice % 40;
@@ -936,12 +933,9 @@ static void test_default_kv_cap(void **state) {
     spec.n_head = 4;
     spec.n_head_kv = 4;
     spec.n_ctx = 2048;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     char path[4096];
     snprintf(path, sizeof path, "%s", fx_test_tmp_path("kvcap.gguf"));
-    assert_int_equal(gw_write_file(&buf, path), 0);
-    gw_free(&buf);
+    assert_int_equal(gw_write_model(path, &spec), 0);
     fx_model *m = NULL;
     char err[256];
     if (fx_model_load(path, NULL, &m, err, sizeof err) != FX_OK)
@@ -996,11 +990,8 @@ static void test_mapped_weights(void **state) {
         gw_model_spec_default(&spec);
         spec.type = types[t];
         spec.seed = 5 + (uint64_t)t;
-        gw_buf buf = {0};
-        gw_build_model(&buf, &spec);
         const char *path = fx_test_tmp_path("mapped.gguf");
-        assert_int_equal(gw_write_file(&buf, path), 0);
-        gw_free(&buf);
+        assert_int_equal(gw_write_model(path, &spec), 0);
         outcome o[2];
         int32_t prompt[12];
         prompt_of(prompt, 12, 3);
@@ -1034,12 +1025,8 @@ static int setup(void **state) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
     spec.n_ctx = 256;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("batcher.gguf"));
-    int rc = gw_write_file(&buf, model_path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(model_path, &spec);
 }
 
 static int teardown(void **state) {

@@ -15,6 +15,7 @@
 
 #include "ferrox.h"
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "test_util.h"
 
 /* ---- helpers ---- */
@@ -399,11 +400,10 @@ static void test_random_bytes(void **state) {
     unsigned char text[256];
     char want[3 * sizeof text];
     for (int iter = 0; iter < 3000; iter++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        size_t len = seed % sizeof text;
+        size_t len = fx_test_rng_below(&seed, sizeof text);
         for (size_t i = 0; i < len; i++) {
-            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-            text[i] = (seed >> 32) % 4 == 0 ? (unsigned char)(seed >> 40) : pool[(seed >> 40) % sizeof pool];
+            uint64_t r = fx_test_rng_next(&seed);
+            text[i] = (r >> 32) % 4 == 0 ? (unsigned char)(r >> 40) : pool[(r >> 40) % sizeof pool];
         }
         for (uint32_t flags = 0; flags < 4; flags++) {
             size_t n, back_len;
