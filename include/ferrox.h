@@ -355,7 +355,8 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_model_params),
-                                 set by fx_model_params_init */
+                                 set by fx_model_params_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;         /**< FX_MODEL_*; unknown bits are FX_ERR_INVALID_ARG */
     fx_allocator allocator; /**< default: the C library's. Used for all the
                                  model allocates, for its whole life */
@@ -381,7 +382,9 @@ FX_API void fx_model_params_init_sized(fx_model_params *params, size_t size);
  * Fills *params with the defaults and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_model_params_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_model_params_init_sized.
  *
  * @param params The struct to fill; NULL is a no-op.
  */
@@ -462,7 +465,8 @@ FX_API const char *fx_model_errmsg(const fx_model *model);
  */
 typedef struct fx_model_info {
     uint32_t struct_size;   /**< the caller's sizeof(fx_model_info),
-                                 set by fx_model_info_init */
+                                 set by fx_model_info_init (the
+                                 `_init_sized` contract) */
     const char *arch;       /**< general.architecture, e.g. "llama"; owned
                                  by the model */
     const char *name;       /**< general.name, or ""; owned by the model */
@@ -500,7 +504,9 @@ FX_API void fx_model_info_init_sized(fx_model_info *info, size_t size);
  * Zeroes *info and sets struct_size: call it before fx_model_get_info.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_model_info_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_model_info_init_sized.
  *
  * @param info The struct to fill; NULL is a no-op.
  */
@@ -558,7 +564,8 @@ FX_API fx_status fx_model_meta_format(const fx_model *model, uint64_t index,
 /** One entry of the tensor table. */
 typedef struct fx_tensor_info {
     uint32_t struct_size;   /**< the caller's sizeof(fx_tensor_info),
-                                 set by fx_tensor_info_init */
+                                 set by fx_tensor_info_init (the
+                                 `_init_sized` contract) */
     const char *name;       /**< lives as long as the model */
     uint32_t type;          /**< the ggml type id stored in the file */
     const char *type_name;  /**< "f32", "q8_0", ...; static */
@@ -584,7 +591,9 @@ FX_API void fx_tensor_info_init_sized(fx_tensor_info *info, size_t size);
  * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_tensor_info_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_tensor_info_init_sized.
  *
  * @param info The struct to fill; NULL is a no-op.
  */
@@ -1159,7 +1168,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
 /** How to make a batcher; prepare with fx_batcher_params_init. */
 typedef struct fx_batcher_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_batcher_params),
-                                 set by fx_batcher_params_init */
+                                 set by fx_batcher_params_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;             /**< FX_BATCHER_*; unknown bits are
                                      FX_ERR_INVALID_ARG */
     uint32_t max_rows;          /**< rows admitted at once; default 16, at
@@ -1215,7 +1225,9 @@ FX_API void fx_batcher_params_init_sized(fx_batcher_params *params,
  * Fills *params with the defaults and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_batcher_params_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_batcher_params_init_sized.
  *
  * @param params The struct to fill; NULL is a no-op.
  */
@@ -1325,7 +1337,8 @@ typedef struct fx_token_logprob {
  */
 typedef struct fx_request {
     uint32_t struct_size;   /**< the caller's sizeof(fx_request),
-                                 set by fx_request_init */
+                                 set by fx_request_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;                /**< FX_REQUEST_*; unknown bits are
                                         FX_ERR_INVALID_ARG */
     /** The prompt: text (tokenized at submit, with BOS as the vocabulary
@@ -1411,7 +1424,9 @@ FX_API void fx_request_init_sized(fx_request *request, size_t size);
  * Fills *request with the defaults (see each field) and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_request_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_request_init_sized.
  *
  * @param request The struct to fill; NULL is a no-op.
  */
