@@ -1,5 +1,5 @@
 #!/bin/sh
-# usage: check_static_exports.sh LIBFERROX.A [NM]
+# usage: check_static_exports.sh LIBFERROX.A|OBJECT.o [NM]
 # Fails if any object of the static library defines an external symbol
 # whose name does not start with fx_, or if it defines no fx_ symbol.
 # Everything in libferrox.a is linked into the host's own program, where a
