@@ -924,6 +924,17 @@ static void test_default_kv_cap(void **state) {
     /* Small enough: max_rows full rows, as before. */
     assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16),
                      per_block * 4 * 2);
+    /* Exactly max_rows full rows in the pool's own terms, no more: the
+     * default prices a block as the pool does (on a small model the block
+     * bookkeeping is a large share of it). */
+    fx_hparams small;
+    memset(&small, 0, sizeof small);
+    small.n_layer = 1;
+    small.n_head_kv = 1;
+    small.head_dim = 4;
+    assert_int_equal(fx_kv_blocks_for_bytes(&small, 16,
+                         fx_batcher_default_kv_bytes(&small, 16, 64, 16)),
+                     16 * 4);
 
     /* A real batcher whose uncapped default would be 4 GiB: 4 KiB of K/V
      * per position, 512 rows of 2048 positions. */
