@@ -12,6 +12,21 @@
  * function whose signature was wrong is replaced by a new `_v2` function,
  * never changed.
  *
+ * Versioned structs, the `_init_sized` contract. Every struct that begins
+ * with `uint32_t struct_size` has an exported fx_X_init_sized(p, size) and
+ * an inline fx_X_init(p) that calls it with `sizeof *p` as this header
+ * gives it in the host's build; a binding that declares the struct itself
+ * passes its own struct's size. Only members that lie wholly inside
+ * `size` are written: their defaults, zero for every other byte up to
+ * `size`, and struct_size = `size`. So a host compiled against an older,
+ * smaller struct is never written past its end, and a newer, larger one
+ * gets zero -- "default" -- in the members this library does not know.
+ * Nothing is refused there: a size smaller than the first layout is
+ * recorded in struct_size, and the call that takes the struct then fails
+ * with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no room for
+ * struct_size: those bytes are only zeroed. Any thread may call them at
+ * any time.
+ *
  * Threads: the library never starts a thread unless a call's parameters ask
  * for more than one. Unless a function says otherwise, calls on one handle
  * must not overlap; calls on different handles are independent. Nothing is
@@ -341,15 +356,14 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         weight matrices are copied once, at
                                         load, into huge pages and the order
                                         the kernels stream fastest (the
-                                        same bits either way); measured on
-                                        the 246M model, one-row decode
-                                        without the copy: F32 0.87x, F16
-                                        0.80x, Q8_0 0.75x */
+                                        same bits either way; decode is
+                                        slower from the mapping) */
 
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_model_params),
-                                 set by fx_model_params_init */
+                                 set by fx_model_params_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;         /**< FX_MODEL_*; unknown bits are FX_ERR_INVALID_ARG */
     fx_allocator allocator; /**< default: the C library's. Used for all the
                                  model allocates, for its whole life */
@@ -362,20 +376,9 @@ typedef struct fx_model_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_model_params_init below, which passes the struct's size in the
- * host's own build (`sizeof *params`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_model_params_init below.
  *
  * @param params The struct to fill; NULL is a no-op.
  * @param size Bytes at params: the caller's sizeof(fx_model_params).
@@ -386,7 +389,9 @@ FX_API void fx_model_params_init_sized(fx_model_params *params, size_t size);
  * Fills *params with the defaults and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_model_params_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_model_params_init_sized.
  *
  * @param params The struct to fill; NULL is a no-op.
  */
@@ -467,7 +472,8 @@ FX_API const char *fx_model_errmsg(const fx_model *model);
  */
 typedef struct fx_model_info {
     uint32_t struct_size;   /**< the caller's sizeof(fx_model_info),
-                                 set by fx_model_info_init */
+                                 set by fx_model_info_init (the
+                                 `_init_sized` contract) */
     const char *arch;       /**< general.architecture, e.g. "llama"; owned
                                  by the model */
     const char *name;       /**< general.name, or ""; owned by the model */
@@ -492,20 +498,9 @@ typedef struct fx_model_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_get_info.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_model_info_init below, which passes the struct's size in the
- * host's own build (`sizeof *info`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_model_info_init below.
  *
  * @param info The struct to fill; NULL is a no-op.
  * @param size Bytes at info: the caller's sizeof(fx_model_info).
@@ -516,7 +511,9 @@ FX_API void fx_model_info_init_sized(fx_model_info *info, size_t size);
  * Zeroes *info and sets struct_size: call it before fx_model_get_info.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_model_info_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_model_info_init_sized.
  *
  * @param info The struct to fill; NULL is a no-op.
  */
@@ -574,7 +571,8 @@ FX_API fx_status fx_model_meta_format(const fx_model *model, uint64_t index,
 /** One entry of the tensor table. */
 typedef struct fx_tensor_info {
     uint32_t struct_size;   /**< the caller's sizeof(fx_tensor_info),
-                                 set by fx_tensor_info_init */
+                                 set by fx_tensor_info_init (the
+                                 `_init_sized` contract) */
     const char *name;       /**< lives as long as the model */
     uint32_t type;          /**< the ggml type id stored in the file */
     const char *type_name;  /**< "f32", "q8_0", ...; static */
@@ -587,20 +585,9 @@ typedef struct fx_tensor_info {
 /**
  * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_tensor_info_init below, which passes the struct's size in the
- * host's own build (`sizeof *info`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_tensor_info_init below.
  *
  * @param info The struct to fill; NULL is a no-op.
  * @param size Bytes at info: the caller's sizeof(fx_tensor_info).
@@ -611,7 +598,9 @@ FX_API void fx_tensor_info_init_sized(fx_tensor_info *info, size_t size);
  * Zeroes *info and sets struct_size: call it before fx_model_tensor_get.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_tensor_info_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_tensor_info_init_sized.
  *
  * @param info The struct to fill; NULL is a no-op.
  */
@@ -811,16 +800,26 @@ FX_API int32_t fx_model_special_token(const fx_model *model,
  */
 FX_API int fx_token_is_eog(const fx_model *model, int32_t token);
 
+/** A token's type, as GGUF numbers them (tokenizer.ggml.token_type). */
+typedef enum fx_token_type_t {
+    FX_TOKEN_TYPE_UNDEFINED = 0,    /**< undefined, or no such token */
+    FX_TOKEN_TYPE_NORMAL = 1,       /**< ordinary text */
+    FX_TOKEN_TYPE_UNKNOWN = 2,      /**< the unknown token (`<unk>`) */
+    FX_TOKEN_TYPE_CONTROL = 3,      /**< control (BOS, EOS, chat markers) */
+    FX_TOKEN_TYPE_USER_DEFINED = 4, /**< added by the model's authors */
+    FX_TOKEN_TYPE_UNUSED = 5,       /**< reserved, never produced */
+    FX_TOKEN_TYPE_BYTE = 6          /**< one raw byte (`<0x0A>`) */
+} fx_token_type_t;
+
 /**
- * The token's GGUF type (tokenizer.ggml.token_type): 1 normal, 2 unknown,
- * 3 control, 4 user-defined, 5 unused, 6 byte; 0 when undefined or the
- * token is out of range.
+ * The token's GGUF type (tokenizer.ggml.token_type).
  *
- * @param model The model; NULL gives 0.
+ * @param model The model; NULL gives FX_TOKEN_TYPE_UNDEFINED.
  * @param token Any id.
- * @return The type, or 0.
+ * @return The type; FX_TOKEN_TYPE_UNDEFINED when the file leaves it
+ *         undefined or the token is out of range.
  */
-FX_API int fx_token_type(const fx_model *model, int32_t token);
+FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
 
 /** @} */
 
@@ -1181,7 +1180,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
 /** How to make a batcher; prepare with fx_batcher_params_init. */
 typedef struct fx_batcher_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_batcher_params),
-                                 set by fx_batcher_params_init */
+                                 set by fx_batcher_params_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;             /**< FX_BATCHER_*; unknown bits are
                                      FX_ERR_INVALID_ARG */
     uint32_t max_rows;          /**< rows admitted at once; default 16, at
@@ -1225,20 +1225,9 @@ typedef struct fx_batcher_params {
 /**
  * Fills *params with the defaults and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_batcher_params_init below, which passes the struct's size in the
- * host's own build (`sizeof *params`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_batcher_params_init below.
  *
  * @param params The struct to fill; NULL is a no-op.
  * @param size Bytes at params: the caller's sizeof(fx_batcher_params).
@@ -1250,7 +1239,9 @@ FX_API void fx_batcher_params_init_sized(fx_batcher_params *params,
  * Fills *params with the defaults and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_batcher_params_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_batcher_params_init_sized.
  *
  * @param params The struct to fill; NULL is a no-op.
  */
@@ -1361,7 +1352,8 @@ typedef struct fx_token_logprob {
  */
 typedef struct fx_request {
     uint32_t struct_size;   /**< the caller's sizeof(fx_request),
-                                 set by fx_request_init */
+                                 set by fx_request_init (the
+                                 `_init_sized` contract) */
     uint32_t flags;                /**< FX_REQUEST_*; unknown bits are
                                         FX_ERR_INVALID_ARG */
     /** The prompt: text (tokenized at submit, with BOS as the vocabulary
@@ -1439,20 +1431,9 @@ typedef struct fx_request {
 /**
  * Fills *request with the defaults (see each field) and sets struct_size.
  *
- * This is the function the library exports. Hosts call it through the
- * inline fx_request_init below, which passes the struct's size in the
- * host's own build (`sizeof *request`); a binding that declares the struct
- * itself passes its own struct's size. Only members that lie wholly
- * inside `size` are written: their defaults, zero for every other byte up
- * to `size`, and struct_size = `size`. So a host compiled against an
- * older, smaller struct is never written past its end, and a newer,
- * larger one gets zero -- "default" -- in the members this library does
- * not know. Nothing is refused here: a size smaller than the first layout
- * is recorded in struct_size, and the call that takes the struct then
- * fails with FX_ERR_INVALID_ARG. A size below sizeof(uint32_t) leaves no
- * room for struct_size: those bytes are only zeroed.
- *
- * Threads: any thread, any time.
+ * The `_init_sized` contract (this header's introduction, "Versioned
+ * structs"): only `size` bytes are written. Hosts call the inline
+ * fx_request_init below.
  *
  * @param request The struct to fill; NULL is a no-op.
  * @param size Bytes at request: the caller's sizeof(fx_request).
@@ -1463,7 +1444,9 @@ FX_API void fx_request_init_sized(fx_request *request, size_t size);
  * Fills *request with the defaults (see each field) and sets struct_size.
  *
  * Inline, so that the size written to struct_size is the one this header
- * gives the struct in the host's build: see fx_request_init_sized.
+ * gives the struct in the host's build: the `_init_sized` contract (this
+ * header's introduction, "Versioned structs"), through
+ * fx_request_init_sized.
  *
  * @param request The struct to fill; NULL is a no-op.
  */

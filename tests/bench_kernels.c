@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "test_rng.h"
 
 /* From OpenBLAS (linked through the library); declared here so the bench
  * needs no cblas include path. */
@@ -50,18 +51,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static float rng_f(uint64_t *s) {
-    return (float)((double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0);
 }
 
 /* ---- STREAM-like passes on the kernels' own pool ---- */
@@ -200,7 +189,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k) {
     if (!w || !row) exit(1);
     uint64_t s = 77;
     for (size_t i = 0; i < n; i++) {
-        for (size_t j = 0; j < k; j++) row[j] = rng_f(&s);
+        for (size_t j = 0; j < k; j++) row[j] = fx_test_rng_f(&s);
         uint8_t *dst = w + i * rb;
         if (t == FX_WTYPE_F32) {
             memcpy(dst, row, rb);
@@ -350,7 +339,7 @@ int main(int argc, char **argv) {
     float *y = malloc(max_m * N * sizeof *y);
     if (!x || !y) return 1;
     uint64_t s = 5;
-    for (size_t i = 0; i < max_m * K; i++) x[i] = rng_f(&s);
+    for (size_t i = 0; i < max_m * K; i++) x[i] = fx_test_rng_f(&s);
 
     const size_t rbuf_n = (size_t)256 << 20 >> 3;
     uint64_t *rbuf = malloc(rbuf_n * 8);

@@ -18,6 +18,7 @@
 
 #include "ferrox.h"
 #include "test_util.h"
+#include "test_rng.h"
 
 static const char *const k_words[] = {
     "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "tokenizer", "batch",
@@ -30,21 +31,14 @@ static const char *const k_words[] = {
 };
 static const char *const k_seps[] = {" ", " ", " ", " ", ", ", ". ", "\n", "  ", "\t", "\n\n", ": "};
 
-static uint64_t rng(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static char *make_text(size_t size) {
     char *t = malloc(size + 64);
     if (!t) return NULL;
     uint64_t s = 0x9e3779b97f4a7c15ull;
     size_t n = 0;
     while (n < size) {
-        const char *w = k_words[rng(&s) % (sizeof k_words / sizeof k_words[0])];
-        const char *sep = k_seps[rng(&s) % (sizeof k_seps / sizeof k_seps[0])];
+        const char *w = k_words[fx_test_rng_next(&s) % (sizeof k_words / sizeof k_words[0])];
+        const char *sep = k_seps[fx_test_rng_next(&s) % (sizeof k_seps / sizeof k_seps[0])];
         size_t wl = strlen(w), sl = strlen(sep);
         if (n + wl + sl > size) break;
         memcpy(t + n, w, wl);

@@ -21,6 +21,11 @@ endif()
 # Only fx_* symbols may leave the shared library.
 add_test(NAME exported_symbols
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/check_exports.sh $<TARGET_FILE:ferrox>)
+# And every external symbol of the static library is fx_* (it is linked
+# into the host's program whole, visibility or not).
+add_test(NAME static_symbols
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/check_static_exports.sh
+          $<TARGET_FILE:ferrox_static> ${CMAKE_NM})
 
 # Install to a scratch prefix and build a consumer through pkg-config and
 # through find_package, as a user of the installed library would.

@@ -22,7 +22,8 @@ endif()
 if(_fx_test_openblas)
   add_executable(bench_kernels bench_kernels.c)
   target_link_libraries(bench_kernels PRIVATE ferrox_static ${_fx_test_openblas})
-  target_include_directories(bench_kernels PRIVATE ${PROJECT_SOURCE_DIR}/lib)
+  target_include_directories(bench_kernels PRIVATE ${PROJECT_SOURCE_DIR}/lib
+                             ${CMAKE_CURRENT_SOURCE_DIR}/support)
   ferrox_warnings(bench_kernels)
 endif()
 
@@ -33,7 +34,7 @@ endif()
 # slab, group, chunk and task edge is crossed many times even by small
 # shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
-  matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
+  matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 # OpenBLAS is not linked here either: the fast-mode tests load it at run
 # time, as the library does.
@@ -44,7 +45,8 @@ target_compile_definitions(test_kernels_blocking PRIVATE
   _GNU_SOURCE)
 target_compile_options(test_kernels_blocking PRIVATE -ffp-contract=off)
 target_include_directories(test_kernels_blocking PRIVATE
-  ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/include)
+  ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/include
+  ${CMAKE_CURRENT_SOURCE_DIR}/support)
 find_package(Threads REQUIRED)
 target_link_libraries(test_kernels_blocking PRIVATE PkgConfig::CMOCKA
   Threads::Threads ${CMAKE_DL_LIBS} m)

@@ -22,11 +22,8 @@
 
 static const char *write_model(const char *name, const gw_model_spec *spec) {
     static char path[4096];
-    gw_buf b = {0};
-    gw_build_model(&b, spec);
     snprintf(path, sizeof path, "%s", fx_test_tmp_path(name));
-    assert_int_equal(gw_write_file(&b, path), 0);
-    gw_free(&b);
+    assert_int_equal(gw_write_model(path, spec), 0);
     return path;
 }
 

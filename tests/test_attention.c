@@ -20,19 +20,12 @@
 
 #include "kernels/kernels.h"
 #include "model/attention.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
+#include "test_rng.h"
 
 /* Mostly uniform in [-1, 1), sometimes scaled far up or down, sometimes
  * -0: sums whose bits depend on the order they are added in. */
 static float rng_val(uint64_t *s) {
-    const uint64_t r = rng_next(s);
+    const uint64_t r = fx_test_rng_next(s);
     float v = (float)((double)(r >> 11) * 0x1p-53 * 2.0 - 1.0);
     switch (r & 15) {
     case 0: return v * 0x1p20f;

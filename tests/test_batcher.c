@@ -20,6 +20,7 @@
 #include "batcher/batcher.h"
 #include "kv/kv.h"
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "test_util.h"
 
 /* ---- fixtures ---- */
@@ -128,10 +129,8 @@ static void run_until_idle(fx_batcher *b) {
 }
 
 static void prompt_of(int32_t *p, size_t n, uint64_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = 3 + (int32_t)((seed >> 33) % 60); /* skip <unk>, <s>, </s> */
-    }
+    for (size_t i = 0; i < n; i++) /* skip <unk>, <s>, </s> */
+        p[i] = 3 + (int32_t)fx_test_rng_below(&seed, 60);
 }
 
 static fx_status submit_ids(fx_batcher *b, const int32_t *ids, size_t n,
@@ -469,8 +468,7 @@ static void test_batch_determinism(void **state) {
         uint64_t rng = 99 + (uint64_t)bi;
         int next = 0;
         for (int guard = 0; guard < 100000; guard++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            if (next < N && (rng >> 60) < 6) {
+            if (next < N && (fx_test_rng_next(&rng) >> 60) < 6) {
                 assert_int_equal(submit_ids(b, prompts[next], lens[next],
                                             8 + (uint32_t)next % 5,
                                             next % 2 ? 0.8f : 0, (uint64_t)next,
@@ -775,8 +773,7 @@ static void test_soak(void **state) {
     fx_lease *lease = NULL;
     const char *stops[2] = {"<t1", "3>"};
     for (int guard = 0; guard < 200000; guard++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t dice = (uint32_t)(rng >> 40);
+        uint32_t dice = (uint32_t)(fx_test_rng_next(&rng) >> 40);
         if (next < N && dice % 3 == 0) {
             int32_t p[40];
             size_t len = 1 + dice % 40;
@@ -917,7 +914,7 @@ static void test_default_kv_cap(void **state) {
     hp.n_layer = 32; /* Llama-2-7B's K/V shape */
     hp.n_head_kv = 32;
     hp.head_dim = 128;
-    uint64_t per_block = (uint64_t)fx_kv_block_floats(&hp, 16) * 4 + 64 + 128;
+    uint64_t per_block = fx_kv_block_bytes(&hp, 16);
     /* 16 rows of 512: 8 GiB in full, so the cap. */
     assert_true(per_block * 32 * 16 > cap);
     assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16), cap);
@@ -927,6 +924,17 @@ static void test_default_kv_cap(void **state) {
     /* Small enough: max_rows full rows, as before. */
     assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16),
                      per_block * 4 * 2);
+    /* Exactly max_rows full rows in the pool's own terms, no more: the
+     * default prices a block as the pool does (on a small model the block
+     * bookkeeping is a large share of it). */
+    fx_hparams small;
+    memset(&small, 0, sizeof small);
+    small.n_layer = 1;
+    small.n_head_kv = 1;
+    small.head_dim = 4;
+    assert_int_equal(fx_kv_blocks_for_bytes(&small, 16,
+                         fx_batcher_default_kv_bytes(&small, 16, 64, 16)),
+                     16 * 4);
 
     /* A real batcher whose uncapped default would be 4 GiB: 4 KiB of K/V
      * per position, 512 rows of 2048 positions. */
@@ -936,12 +944,9 @@ static void test_default_kv_cap(void **state) {
     spec.n_head = 4;
     spec.n_head_kv = 4;
     spec.n_ctx = 2048;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     char path[4096];
     snprintf(path, sizeof path, "%s", fx_test_tmp_path("kvcap.gguf"));
-    assert_int_equal(gw_write_file(&buf, path), 0);
-    gw_free(&buf);
+    assert_int_equal(gw_write_model(path, &spec), 0);
     fx_model *m = NULL;
     char err[256];
     if (fx_model_load(path, NULL, &m, err, sizeof err) != FX_OK)
@@ -996,11 +1001,8 @@ static void test_mapped_weights(void **state) {
         gw_model_spec_default(&spec);
         spec.type = types[t];
         spec.seed = 5 + (uint64_t)t;
-        gw_buf buf = {0};
-        gw_build_model(&buf, &spec);
         const char *path = fx_test_tmp_path("mapped.gguf");
-        assert_int_equal(gw_write_file(&buf, path), 0);
-        gw_free(&buf);
+        assert_int_equal(gw_write_model(path, &spec), 0);
         outcome o[2];
         int32_t prompt[12];
         prompt_of(prompt, 12, 3);
@@ -1034,12 +1036,8 @@ static int setup(void **state) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
     spec.n_ctx = 256;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("batcher.gguf"));
-    int rc = gw_write_file(&buf, model_path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(model_path, &spec);
 }
 
 static int teardown(void **state) {

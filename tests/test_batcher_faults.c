@@ -469,12 +469,8 @@ static int setup(void **state) {
     (void)state;
     gw_model_spec spec;
     gw_model_spec_default(&spec);
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("faults.gguf"));
-    int rc = gw_write_file(&buf, model_path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(model_path, &spec);
 }
 
 static int teardown(void **state) {

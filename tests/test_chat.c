@@ -541,11 +541,8 @@ static fx_model *load_chat_model(const char *tmpl, const char *name) {
     vocab_spec v = { spec.n_vocab, tmpl };
     spec.extra_kv = chat_vocab;
     spec.extra_user = &v;
-    gw_buf b = { 0 };
-    gw_build_model(&b, &spec);
     const char *path = fx_test_tmp_path(name);
-    assert_int_equal(gw_write_file(&b, path), 0);
-    gw_free(&b);
+    assert_int_equal(gw_write_model(path, &spec), 0);
     fx_model_params params;
     fx_model_params_init(&params);
     params.flags = FX_MODEL_VOCAB_ONLY;
@@ -680,11 +677,8 @@ static void test_allocation_failure(void **state) {
     vocab_spec v = { spec.n_vocab, T_LLAMA3 };
     spec.extra_kv = chat_vocab;
     spec.extra_user = &v;
-    gw_buf b = { 0 };
-    gw_build_model(&b, &spec);
     const char *path = fx_test_tmp_path("chat-alloc.gguf");
-    assert_int_equal(gw_write_file(&b, path), 0);
-    gw_free(&b);
+    assert_int_equal(gw_write_model(path, &spec), 0);
 
     fault_alloc fa = { 0, 0, 0 };
     fx_model_params params;

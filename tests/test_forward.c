@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "model/model.h"
 
 typedef struct harness {
@@ -259,10 +260,8 @@ static void run_chunked(harness *h, seq_kv *kv, const int32_t *tokens,
 }
 
 static void random_tokens(int32_t *t, uint32_t n, uint32_t vocab, uint64_t seed) {
-    for (uint32_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (int32_t)((seed >> 33) % vocab);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = (int32_t)fx_test_rng_below(&seed, vocab);
 }
 
 static void test_against_reference(void **state) {

@@ -310,12 +310,9 @@ static int make_model(const char *vocab_rel, char *out, size_t out_size,
     spec.n_ctx = 512;
     spec.extra_kv = copy_vocab;
     spec.extra_user = &src;
-    gw_buf b = {0};
-    gw_build_model(&b, &spec);
-    fx_gguf_close(src.g);
     snprintf(out, out_size, "%s", fx_test_tmp_path(name));
-    int rc = gw_write_file(&b, out);
-    gw_free(&b);
+    int rc = gw_write_model(out, &spec);
+    fx_gguf_close(src.g);
     return rc;
 }
 
@@ -719,12 +716,8 @@ static int setup(void **state) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
     spec.n_ctx = 256;
-    gw_buf b = {0};
-    gw_build_model(&b, &spec);
     snprintf(small_path, sizeof small_path, "%s", fx_test_tmp_path("gram-small.gguf"));
-    int rc = gw_write_file(&b, small_path);
-    gw_free(&b);
-    return rc;
+    return gw_write_model(small_path, &spec);
 }
 
 static int teardown(void **state) {

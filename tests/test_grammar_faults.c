@@ -203,11 +203,8 @@ static void test_trie_alloc_failures(void **state) {
     (void)state;
     gw_model_spec spec;
     gw_model_spec_default(&spec);
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
     const char *path = fx_test_tmp_path("grammar-faults.gguf");
-    assert_int_equal(gw_write_file(&buf, path), 0);
-    gw_free(&buf);
+    assert_int_equal(gw_write_model(path, &spec), 0);
     fx_model_params params;
     fx_model_params_init(&params);
     params.flags = FX_MODEL_VOCAB_ONLY;

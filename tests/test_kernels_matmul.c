@@ -41,21 +41,9 @@
 
 #include "kernels/kernels.h"
 #include "kernels/matmul_impl.h" /* fx_cpu_amd_family */
+#include "test_rng.h"
 
 /* ---- deterministic inputs ---- */
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-/* Uniform in [-1, 1). */
-static float rng_f(uint64_t *s) {
-    return (float)((double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0);
-}
 
 static const fx_wtype all_types[] = {FX_WTYPE_F32, FX_WTYPE_F16,
                                      FX_WTYPE_BF16, FX_WTYPE_Q8_0};
@@ -70,7 +58,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
     assert_non_null(row);
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < n; i++) {
-        for (size_t j = 0; j < k; j++) row[j] = rng_f(&s);
+        for (size_t j = 0; j < k; j++) row[j] = fx_test_rng_f(&s);
         uint8_t *dst = w + i * rb;
         switch (t) {
         case FX_WTYPE_F32: memcpy(dst, row, rb); break;
@@ -108,7 +96,7 @@ static float *make_x(size_t m, size_t k, size_t ldx, uint64_t seed) {
     uint64_t s = seed + 7;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < ldx; j++)
-            x[i * ldx + j] = j < k ? rng_f(&s) * 2.0f : NAN;
+            x[i * ldx + j] = j < k ? fx_test_rng_f(&s) * 2.0f : NAN;
     return x;
 }
 
@@ -475,7 +463,7 @@ static void fill_special_x(float *x, size_t k, uint64_t seed) {
         float *xb = x + 32 * b;
         const int kind = (int)(b % 6);
         for (int i = 0; i < 32; i++) {
-            const float r = rng_f(&s);
+            const float r = fx_test_rng_f(&s);
             switch (kind) {
             case 0: xb[i] = i == 0 ? 127.0f : (float)((i % 9) - 4) + 0.5f; break;
             case 1: xb[i] = 0.0f; break;

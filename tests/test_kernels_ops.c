@@ -23,18 +23,7 @@
 #include <cmocka.h>
 
 #include "kernels/kernels.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static float rng_f(uint64_t *s) {
-    return (float)((double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0);
-}
+#include "test_rng.h"
 
 static uint32_t fbits(float f) {
     uint32_t u;
@@ -151,7 +140,7 @@ static void test_bf16(void **state) {
     (void)state;
     uint64_t s = 42;
     for (int i = 0; i < 2000000; i++) {
-        uint32_t u = (uint32_t)rng_next(&s);
+        uint32_t u = (uint32_t)fx_test_rng_next(&s);
         if (i < 65536 * 4) u = (uint32_t)i * 0x4001u; /* spread + ties */
         float f = bitsf(u);
         uint16_t got = fx_f32_to_bf16(f);
@@ -180,7 +169,7 @@ static void test_q8_0(void **state) {
     uint64_t s = 5;
     float x[128], back[128];
     fx_block_q8_0 q[4];
-    for (int i = 0; i < 128; i++) x[i] = rng_f(&s) * 3.0f;
+    for (int i = 0; i < 128; i++) x[i] = fx_test_rng_f(&s) * 3.0f;
     for (int i = 32; i < 64; i++) x[i] = 0.0f; /* an all-zero block */
     x[70] = -7.5f;                             /* a negative amax */
     assert_int_equal(fx_quantize_q8_0(q, x, 128), FX_OK);
@@ -221,8 +210,8 @@ static void test_rmsnorm(void **state) {
     const size_t n = 1000;
     float x[1000], w[1000], out[1000];
     for (size_t i = 0; i < n; i++) {
-        x[i] = rng_f(&s) * 10.0f;
-        w[i] = rng_f(&s);
+        x[i] = fx_test_rng_f(&s) * 10.0f;
+        w[i] = fx_test_rng_f(&s);
     }
     const float eps = 1e-5f;
     fx_rmsnorm(out, x, w, n, eps);
@@ -248,7 +237,7 @@ static void test_rmsnorm_order(void **state) {
     uint64_t s = 77;
     static float x[1031], out[1031];
     for (size_t i = 0; i < 1031; i++)
-        x[i] = rng_f(&s) * (i % 3 == 0 ? 1e3f : 1e-2f);
+        x[i] = fx_test_rng_f(&s) * (i % 3 == 0 ? 1e3f : 1e-2f);
     const size_t lens[] = {1, 7, 8, 9, 1024, 1031};
     for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
         const size_t n = lens[li];
@@ -270,7 +259,7 @@ static void test_softmax(void **state) {
     float x[300];
     double ref[300];
     uint64_t s = 3;
-    for (int i = 0; i < 300; i++) x[i] = rng_f(&s) * 50.0f + 1000.0f;
+    for (int i = 0; i < 300; i++) x[i] = fx_test_rng_f(&s) * 50.0f + 1000.0f;
     x[7] = -INFINITY; /* a masked position */
     double mx = -INFINITY, sum = 0;
     for (int i = 0; i < 300; i++) mx = fmax(mx, x[i]);
@@ -323,7 +312,7 @@ static void test_softmax_forms(void **state) {
         fx_softmax_fn form = fx_softmax_for(isas[k]);
         for (size_t n = 0; n <= 1030; n += n < 40 ? 1 : 71) {
             for (size_t i = 0; i < n; i++)
-                a[i] = b[i] = rng_f(&s) * (i % 3 ? 30.0f : 200.0f);
+                a[i] = b[i] = fx_test_rng_f(&s) * (i % 3 ? 30.0f : 200.0f);
             if (n > 5) a[5] = b[5] = -INFINITY;
             fx_softmax(a, n);
             form(b, n);
@@ -341,8 +330,8 @@ static void test_swiglu_forms(void **state) {
     static float g[3000], u[3000], a[3000], b[3000];
     uint64_t s = 5;
     for (size_t i = 0; i < 3000; i++) {
-        g[i] = rng_f(&s) * (i % 4 ? 12.0f : 120.0f);
-        u[i] = rng_f(&s) * 4.0f;
+        g[i] = fx_test_rng_f(&s) * (i % 4 ? 12.0f : 120.0f);
+        u[i] = fx_test_rng_f(&s) * 4.0f;
     }
     const float special[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,
                              -87.0f, 87.0f,   -86.99f,  -87.01f,   1e-30f,
@@ -368,8 +357,8 @@ static void test_silu_swiglu_add(void **state) {
     float g[512], u[512], a[512], b[512];
     uint64_t s = 77;
     for (int i = 0; i < 512; i++) {
-        g[i] = rng_f(&s) * 20.0f;
-        u[i] = rng_f(&s) * 3.0f;
+        g[i] = fx_test_rng_f(&s) * 20.0f;
+        u[i] = fx_test_rng_f(&s) * 3.0f;
     }
     g[0] = -200.0f; /* exp overflows: silu -> -0 */
     g[1] = 200.0f;
@@ -425,7 +414,7 @@ static void test_rope(void **state) {
                 for (int use_ff = 0; use_ff < 2; use_ff++) {
                     float x[NH * HD], orig[NH * HD], cs[HD];
                     double want[NH * HD];
-                    for (int i = 0; i < NH * HD; i++) orig[i] = x[i] = rng_f(&s);
+                    for (int i = 0; i < NH * HD; i++) orig[i] = x[i] = fx_test_rng_f(&s);
                     const float *f = use_ff ? ff : NULL;
                     assert_int_equal(fx_rope_cache(cs, poss[p], rots[r],
                                                    500000.0f, f), FX_OK);

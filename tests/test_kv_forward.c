@@ -5,8 +5,8 @@
  *     greedy decoding;
  *   - a row that adopts a cached prefix and prefills only the suffix, at
  *     the positions its cursor gives, gets logits bit-identical to one that
- *     prefilled everything (DESIGN invariant 4; the seed's issue #37 is a
- *     prefill that ignored the adopted prefix);
+ *     prefilled everything (DESIGN invariant 4: a prefill must not ignore
+ *     the adopted prefix);
  *   - two rows sharing adopted blocks in one batch each get their own;
  *   - the forward pass writes K and V where model.h says (a head's
  *     positions of a block side by side): read back at the documented
@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "kv/kv.h"
 #include "model/model.h"
 
@@ -64,10 +65,8 @@ static void harness_close(harness *h) {
 }
 
 static void random_tokens(int32_t *t, uint32_t n, uint32_t vocab, uint64_t seed) {
-    for (uint32_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (int32_t)((seed >> 33) % vocab);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = (int32_t)fx_test_rng_below(&seed, vocab);
 }
 
 static uint32_t argmax(const float *v, uint32_t n) {

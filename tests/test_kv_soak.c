@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "kv/kv.h"
+#include "test_rng.h"
 
 enum { SLOTS = 8, MAX_POS = 100, N_PINS = 6, OPS = 12000 };
 
@@ -49,8 +50,7 @@ typedef struct soak {
 } soak;
 
 static uint32_t rnd(soak *s, uint32_t n) {
-    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)((s->rng >> 33) % n);
+    return (uint32_t)fx_test_rng_below(&s->rng, n);
 }
 
 /* The signature of tokens[0..p]: depends on the whole history, so a block

@@ -43,6 +43,7 @@
 #include <ferrox.h>
 
 #include "gguf_writer.h"
+#include "test_rng.h"
 #include "test_util.h"
 
 #ifdef FX_TEST_NO_THREADS_KERNELS
@@ -148,10 +149,8 @@ enum { PROMPT = 96, MAX_TOKENS = 8 };
 static void run_request(fx_batcher *b, run_out *o) {
     int32_t prompt[PROMPT];
     uint64_t s = 12345;
-    for (size_t i = 0; i < PROMPT; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[i] = 3 + (int32_t)((s >> 33) % 60); /* skip <unk>, <s>, </s> */
-    }
+    for (size_t i = 0; i < PROMPT; i++) /* skip <unk>, <s>, </s> */
+        prompt[i] = 3 + (int32_t)fx_test_rng_below(&s, 60);
     fx_request r;
     fx_request_init(&r);
     r.prompt_tokens = prompt;

@@ -43,6 +43,7 @@
 #include "kv/kv.h"
 #include "kv/kv_impl.h"
 #include "test_util.h"
+#include "test_rng.h"
 
 #ifndef FX_SOAK_REQUESTS
 #define FX_SOAK_REQUESTS 10000
@@ -100,39 +101,34 @@ static answer solo_answer[N_RECIPES];
 static int32_t lease_tokens[N_LEASES][64];
 static size_t lease_n[N_LEASES];
 
-static uint64_t rng_next(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
-
 static void make_recipes(void) {
     uint64_t s = 4242;
     int32_t family[N_FAMILIES][24];
     for (int f = 0; f < N_FAMILIES; f++)
-        for (int k = 0; k < 24; k++) family[f][k] = 3 + (int32_t)(rng_next(&s) % 61);
+        for (int k = 0; k < 24; k++) family[f][k] = 3 + (int32_t)(fx_test_rng_next(&s) % 61);
     for (int i = 0; i < N_RECIPES; i++) {
         recipe *r = &recipes[i];
         memset(r, 0, sizeof *r);
-        r->lease = rng_next(&s) % 4 == 0 ? (int)(rng_next(&s) % N_LEASES) : -1;
+        r->lease = fx_test_rng_next(&s) % 4 == 0 ? (int)(fx_test_rng_next(&s) % N_LEASES) : -1;
         /* A shared prefix of its family (different lengths, so prompts
          * share whole blocks, partial blocks, or nothing), then its own
          * tokens. */
-        size_t shared = r->lease >= 0 ? 0 : rng_next(&s) % 24;
-        size_t own = 1 + rng_next(&s) % 8;
-        int f = (int)(rng_next(&s) % N_FAMILIES);
+        size_t shared = r->lease >= 0 ? 0 : fx_test_rng_next(&s) % 24;
+        size_t own = 1 + fx_test_rng_next(&s) % 8;
+        int f = (int)(fx_test_rng_next(&s) % N_FAMILIES);
         for (size_t k = 0; k < shared; k++) r->prompt[r->n_prompt++] = family[f][k];
         for (size_t k = 0; k < own; k++)
-            r->prompt[r->n_prompt++] = 3 + (int32_t)(rng_next(&s) % 61);
-        r->max_tokens = 1 + (uint32_t)(rng_next(&s) % MAX_GEN);
-        if (rng_next(&s) % 2) {
+            r->prompt[r->n_prompt++] = 3 + (int32_t)(fx_test_rng_next(&s) % 61);
+        r->max_tokens = 1 + (uint32_t)(fx_test_rng_next(&s) % MAX_GEN);
+        if (fx_test_rng_next(&s) % 2) {
             r->temperature = 0.8f;
-            r->seed = rng_next(&s) % 4;
+            r->seed = fx_test_rng_next(&s) % 4;
         }
-        if (rng_next(&s) % 3) r->flags |= FX_REQUEST_IGNORE_EOS;
+        if (fx_test_rng_next(&s) % 3) r->flags |= FX_REQUEST_IGNORE_EOS;
         for (size_t k = 0; k < 5; k++)
-            if (rng_next(&s) % 4 == 0) r->stops[r->n_stop++] = stop_pool[k];
+            if (fx_test_rng_next(&s) % 4 == 0) r->stops[r->n_stop++] = stop_pool[k];
         for (size_t k = 0; k < 4; k++)
-            if (rng_next(&s) % 6 == 0)
+            if (fx_test_rng_next(&s) % 6 == 0)
                 r->stop_tokens[r->n_stop_tokens++] = stop_token_pool[k];
     }
 }
@@ -381,11 +377,11 @@ static void test_soak(void **state) {
         size_t next = 0;
         for (long guard = 0;; guard++) {
             if (guard > 2000000) fail_msg("phase %d does not finish", phase);
-            uint64_t dice = rng_next(&s);
+            uint64_t dice = fx_test_rng_next(&s);
             /* Arrivals: 0 to 3 a step, so the queue grows and shrinks. */
             for (uint64_t k = dice % 4; k > 0 && next < per_phase; k--) {
                 job *j = &jobs[next];
-                j->recipe = (int)(rng_next(&s) % N_RECIPES);
+                j->recipe = (int)(fx_test_rng_next(&s) % N_RECIPES);
                 const recipe *r = &recipes[j->recipe];
                 fx_request req;
                 fill_request(&req, r, r->prompt, r->n_prompt);
@@ -411,7 +407,7 @@ static void test_soak(void **state) {
             }
             /* Leases come and go; rows already using one are unaffected. */
             if (dice % 53 == 0) {
-                int li = (int)(rng_next(&s) % N_LEASES);
+                int li = (int)(fx_test_rng_next(&s) % N_LEASES);
                 if (lease[li]) {
                     assert_int_equal(fx_lease_release(b, lease[li]), FX_OK);
                     lease[li] = NULL;
@@ -426,7 +422,7 @@ static void test_soak(void **state) {
             /* Cancels and releases of random live rows, wherever they are:
              * queued, prefilling, decoding, or finished and not polled. */
             if (next > 0 && dice % 7 == 0) {
-                job *v = &jobs[rng_next(&s) % next];
+                job *v = &jobs[fx_test_rng_next(&s) % next];
                 if (v->state == ST_LIVE) {
                     if (dice % 5 == 0) {
                         assert_int_equal(fx_row_release(b, v->row), FX_OK);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "text/text.h"
+#include "test_rng.h"
 
 #define FFFD "\xEF\xBF\xBD"
 
@@ -218,14 +219,6 @@ static size_t ref_released(const char *text, size_t len,
 
 /* ---- random input ---- */
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static size_t rng_below(uint64_t *s, size_t n) { return (size_t)(rng_next(s) % n); }
-
 /* Valid atoms stop strings are made of; a small alphabet so that stops
  * actually occur and half-occur. */
 static const char *const k_valid[] = {
@@ -240,11 +233,11 @@ static const char *const k_invalid[] = {
 #define N_INVALID (sizeof k_invalid / sizeof *k_invalid)
 
 static size_t random_text(uint64_t *s, char *out, size_t max_atoms, int allow_invalid) {
-    size_t n = rng_below(s, max_atoms + 1), o = 0;
+    size_t n = fx_test_rng_below(s, max_atoms + 1), o = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *a = allow_invalid && rng_below(s, 5) == 0
-                            ? k_invalid[rng_below(s, N_INVALID)]
-                            : k_valid[rng_below(s, N_VALID)];
+        const char *a = allow_invalid && fx_test_rng_below(s, 5) == 0
+                            ? k_invalid[fx_test_rng_below(s, N_INVALID)]
+                            : k_valid[fx_test_rng_below(s, N_VALID)];
         size_t l = strlen(a);
         memcpy(out + o, a, l);
         o += l;
@@ -267,7 +260,7 @@ static size_t run(const char *const *stops, size_t n_stops, const char *text,
     size_t r = 0, off = 0;
     while (off < len) {
         /* zero-length pieces too: a token can decode to nothing */
-        size_t n = max_piece ? rng_below(s, max_piece + 1) : len;
+        size_t n = max_piece ? fx_test_rng_below(s, max_piece + 1) : len;
         if (n > len - off) n = len - off;
         out.len = 0;
         assert_int_equal(fx_textout_push(t, text + off, n, &out, &err), FX_OK);
@@ -305,7 +298,7 @@ static void test_random_against_reference(void **state) {
     static char whole[3 * sizeof text], pieces[3 * sizeof text];
     static char stop_store[8][32];
     for (int it = 0; it < ITER; it++) {
-        size_t n_stops = rng_below(&seed, 5);
+        size_t n_stops = fx_test_rng_below(&seed, 5);
         const char *stops[8];
         for (size_t j = 0; j < n_stops; j++) {
             size_t l;
@@ -321,7 +314,7 @@ static void test_random_against_reference(void **state) {
         size_t clean_len = ref_sanitize((const uint8_t *)text, len, clean);
         size_t want = ref_stop(clean, clean_len, stops, n_stops, &want_idx);
         size_t n_whole = run(stops, n_stops, text, len, &seed, 0, whole, &idx_whole);
-        size_t max_piece = 1 + rng_below(&seed, 8);
+        size_t max_piece = 1 + fx_test_rng_below(&seed, 8);
         size_t n_pieces = run(stops, n_stops, text, len, &seed, max_piece, pieces,
                               &idx_pieces);
         if (n_whole != want || memcmp(whole, clean, want) != 0 ||
@@ -347,10 +340,10 @@ static void test_random_utf8_bytes(void **state) {
     static uint8_t in[64];
     static char want[3 * 64], got[3 * 64 + 16];
     for (int it = 0; it < 200000; it++) {
-        size_t len = rng_below(&seed, sizeof in + 1);
+        size_t len = fx_test_rng_below(&seed, sizeof in + 1);
         for (size_t i = 0; i < len; i++) {
             /* Bias towards bytes that matter: leads and continuations. */
-            uint64_t r = rng_next(&seed);
+            uint64_t r = fx_test_rng_next(&seed);
             in[i] = (uint8_t)(r % 4 == 0 ? 0x80 + (r >> 8) % 0x80 : r >> 16);
         }
         size_t n_want = ref_sanitize(in, len, want);
@@ -358,7 +351,7 @@ static void test_random_utf8_bytes(void **state) {
         fx_utf8_init(&u);
         size_t o = 0, off = 0;
         while (off < len) {
-            size_t n = 1 + rng_below(&seed, 5);
+            size_t n = 1 + fx_test_rng_below(&seed, 5);
             if (n > len - off) n = len - off;
             size_t m = fx_utf8_push(&u, in + off, n, got + o);
             if (!ref_valid(got + o, m)) fail_msg("invalid chunk at %d", it);

@@ -35,6 +35,7 @@
 #include "batcher/batcher.h"
 #include "gguf_writer.h"
 #include "test_util.h"
+#include "test_rng.h"
 
 #ifndef FX_THREADS_ROWS
 #define FX_THREADS_ROWS 1500
@@ -44,11 +45,6 @@ enum { N_CANCELLERS = 3, RING = 64, N_TOKENIZERS = 4 };
 
 static char model_path[4096];
 static fx_model *model;
-
-static uint64_t rng_next(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
 
 /* ---- fx_cancel from other threads ---- */
 
@@ -69,10 +65,10 @@ static void *cancel_loop(void *arg) {
     shared *sh = c->sh;
     uint64_t s = c->seed;
     while (!atomic_load(&sh->stop)) {
-        uint64_t dice = rng_next(&s);
+        uint64_t dice = fx_test_rng_next(&s);
         fx_row *h;
         if (dice % 16 == 0) h = NULL;
-        else if (dice % 16 == 1) h = (fx_row *)(uintptr_t)rng_next(&s); /* garbage */
+        else if (dice % 16 == 1) h = (fx_row *)(uintptr_t)fx_test_rng_next(&s); /* garbage */
         else h = (fx_row *)atomic_load(&sh->ring[dice % RING]);
         fx_status st = fx_cancel(sh->b, h);
         if (st == FX_OK) atomic_fetch_add(&sh->ok, 1);
@@ -120,17 +116,17 @@ static void cancel_hammer(uint32_t n_threads, uint64_t seed) {
     fx_lease *lease = NULL;
     long owner_stale_checks = 0;
     for (long guard = 0; guard < 1000000; guard++) {
-        uint64_t dice = rng_next(&s);
+        uint64_t dice = fx_test_rng_next(&s);
         for (uint64_t k = dice % 3; k > 0 && next < FX_THREADS_ROWS; k--) {
             rowrec *r = &rec[next];
             int32_t prompt[12];
-            size_t n = 1 + rng_next(&s) % 12;
-            for (size_t i = 0; i < n; i++) prompt[i] = 3 + (int32_t)(rng_next(&s) % 60);
+            size_t n = 1 + fx_test_rng_next(&s) % 12;
+            for (size_t i = 0; i < n; i++) prompt[i] = 3 + (int32_t)(fx_test_rng_next(&s) % 60);
             fx_request req;
             fx_request_init(&req);
             req.prompt_tokens = prompt;
             req.n_prompt_tokens = n;
-            req.max_tokens = 1 + (uint32_t)(rng_next(&s) % 10);
+            req.max_tokens = 1 + (uint32_t)(fx_test_rng_next(&s) % 10);
             /* Half the rows sample with a temperature: with two threads
              * those of a step are sampled on both at once (step.c). */
             req.temperature = (dice >> 8) % 2 ? 0.8f : 0.0f;
@@ -143,9 +139,9 @@ static void cancel_hammer(uint32_t n_threads, uint64_t seed) {
             /* Two rows in three are exposed to the cancellers; the rest
              * must never end cancelled, though stale handles of their
              * slot's earlier rows are being cancelled all the time. */
-            r->exposed = rng_next(&s) % 3 != 0;
+            r->exposed = fx_test_rng_next(&s) % 3 != 0;
             if (r->exposed)
-                atomic_store(&sh.ring[rng_next(&s) % RING], (uintptr_t)r->row);
+                atomic_store(&sh.ring[fx_test_rng_next(&s) % RING], (uintptr_t)r->row);
             next++;
         }
         /* A pinned lease now and then: its internal row lives in the same
@@ -158,12 +154,12 @@ static void cancel_hammer(uint32_t n_threads, uint64_t seed) {
                                  FX_OK);
         }
         if (next > 0 && dice % 11 == 0) {
-            rowrec *v = &rec[rng_next(&s) % next];
+            rowrec *v = &rec[fx_test_rng_next(&s) % next];
             if (v->state == R_LIVE) {
                 assert_int_equal(fx_row_release(b, v->row), FX_OK);
                 v->state = R_RELEASED;
                 /* and its now-stale handle joins the ring */
-                atomic_store(&sh.ring[rng_next(&s) % RING], (uintptr_t)v->row);
+                atomic_store(&sh.ring[fx_test_rng_next(&s) % RING], (uintptr_t)v->row);
             }
         }
         assert_int_equal(fx_step(b), FX_OK);
@@ -270,7 +266,7 @@ static void *tokenize_loop(void *arg) {
     tok_job *j = arg;
     uint64_t s = j->seed;
     for (int round = 0; round < j->rounds; round++) {
-        int i = (int)(rng_next(&s) % N_TEXTS);
+        int i = (int)(fx_test_rng_next(&s) % N_TEXTS);
         const tok_ref *want = &j->ref[i];
         int32_t ids[MAX_IDS];
         size_t n = 0;
@@ -286,7 +282,7 @@ static void *tokenize_loop(void *arg) {
             len != want->text_len || memcmp(text, want->text, len))
             j->mismatches++;
         uint32_t nv = fx_model_vocab_size(j->m);
-        int32_t t = (int32_t)(rng_next(&s) % nv);
+        int32_t t = (int32_t)(fx_test_rng_next(&s) % nv);
         char piece[64];
         size_t plen;
         fx_status st = fx_token_to_piece(j->m, t, FX_DETOKENIZE_RENDER_SPECIAL,

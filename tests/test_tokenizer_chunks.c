@@ -19,6 +19,7 @@
 
 #include "ferrox.h"
 #include "test_util.h"
+#include "test_rng.h"
 #include "tokenizer/vocab_impl.h"
 
 static const char *const k_atoms[] = {
@@ -28,17 +29,10 @@ static const char *const k_atoms[] = {
     "\xc2\xb2", "<s>", "x",
 };
 
-static uint64_t rng(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static size_t random_text(uint64_t *seed, char *buf, size_t cap) {
-    size_t n = 0, atoms = 1 + rng(seed) % 60;
+    size_t n = 0, atoms = 1 + fx_test_rng_next(seed) % 60;
     for (size_t i = 0; i < atoms; i++) {
-        const char *a = k_atoms[rng(seed) % (sizeof k_atoms / sizeof k_atoms[0])];
+        const char *a = k_atoms[fx_test_rng_next(seed) % (sizeof k_atoms / sizeof k_atoms[0])];
         size_t l = strlen(a);
         if (n + l > cap) break;
         memcpy(buf + n, a, l);
@@ -108,7 +102,7 @@ static void test_pretok_blocks_equal_whole_text(void **state) {
             size_t *whole = NULL;
             assert_int_equal(fx_pretok_split(kinds[k], &alloc, text, len, &whole, &n_whole, NULL), FX_OK);
             /* blocks of a few bytes, so that nearly every cut is used */
-            size_t block = 2 + rng(&seed) % 12, i = 0;
+            size_t block = 2 + fx_test_rng_next(&seed) % 12, i = 0;
             for (size_t from = 0; from < len;) {
                 size_t to = fx_pretok_block_end(text, from, len, block), n = 0;
                 if (to < len) cuts++;

@@ -63,8 +63,7 @@ fx_status fx_batcher_create(fx_model *model, const fx_batcher_params *params,
     if (st == FX_OK) {
         b->alloc = model->alloc;
         b->model = model;
-        fx_batcher_model bm = {model->gguf, &model->hp, &model->weights,
-                               model->vocab};
+        fx_batcher_model bm = {&model->hp, &model->weights, model->vocab};
         st = fx_batcher_impl_create(&bm, params, &b->impl, &err);
     }
     if (st != FX_OK) {

@@ -74,6 +74,7 @@ int fx_token_is_eog(const fx_model *model, int32_t token) {
     return model && fx_vocab_is_eog(model->vocab, token) ? 1 : 0;
 }
 
-int fx_token_type(const fx_model *model, int32_t token) {
-    return model ? fx_vocab_token_type(model->vocab, token) : 0;
+fx_token_type_t fx_token_type(const fx_model *model, int32_t token) {
+    return model ? fx_vocab_token_type(model->vocab, token)
+                 : FX_TOKEN_TYPE_UNDEFINED;
 }

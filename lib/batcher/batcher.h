@@ -1,8 +1,7 @@
 /*
  * batcher: the job queue, the keyed row table, admission against the KV
- * budget, step scheduling, and the events a host polls. The C re-creation
- * of ferrox-server's batcher (../shared/seed); its invariants are the ones
- * in DESIGN.md, each noted where it is kept.
+ * budget, step scheduling, and the events a host polls. Its invariants are
+ * the ones in DESIGN.md, each noted where it is kept.
  *
  * lib/api holds the public entry points; they check arguments and call
  * these. Handles are encoded and decoded here.
@@ -11,14 +10,12 @@
 #define FX_BATCHER_H
 
 #include "../core/core.h"
-#include "../gguf/gguf.h"
 #include "../model/model.h"
 
 struct fx_vocab;
 
 /* What the batcher needs of a model: the pieces lib/api owns. */
 typedef struct fx_batcher_model {
-    const fx_gguf *gguf;
     const fx_hparams *hp;
     const fx_weights *weights;
     const struct fx_vocab *vocab;

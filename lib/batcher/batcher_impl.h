@@ -1,7 +1,8 @@
 /*
- * The batcher's state, shared by its source files (rows.c: handles, the
- * queue, events, leases; step.c: admission, the forward pass, sampling,
- * the exit path).
+ * The batcher's state, shared by its source files (rows.c: creation,
+ * handles, the queue, events and poll; submit.c: submit, cancel, release
+ * and leases; step.c: admission, the forward pass, sampling, the exit
+ * path).
  */
 #ifndef FX_BATCHER_IMPL_H
 #define FX_BATCHER_IMPL_H

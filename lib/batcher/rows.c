@@ -1,6 +1,7 @@
 /*
- * The batcher's bookkeeping: creation, generation-counted handles, submit,
- * the event queue and poll, cancel and release, and pinned leases.
+ * The batcher's bookkeeping: creation, generation-counted handles, the
+ * row slots and the queue, the event queue and poll. (Submit, cancel,
+ * release and leases are in submit.c.)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "batcher_impl.h"
@@ -343,7 +344,6 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
 
 #define BATCHER_PARAMS_V1_SIZE (offsetof(fx_batcher_params, log_level) + \
                                 sizeof(fx_log_level))
-#define REQUEST_V1_SIZE (offsetof(fx_request, user) + sizeof(void *))
 
 static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
                               fx_error *err) {
@@ -378,12 +378,9 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
 uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
                                      uint32_t n_ctx, uint32_t block_tokens) {
     uint64_t row_blocks = ((uint64_t)n_ctx + block_tokens - 1) / block_tokens;
-    /* The pool counts its per-block bookkeeping against the budget too;
-     * this allowance covers it. */
-    uint64_t per_block = (uint64_t)fx_kv_block_floats(hp, block_tokens) *
-                             sizeof(float) +
-                         64 + 8 * (uint64_t)block_tokens;
-    uint64_t one_row = row_blocks * per_block;
+    /* Priced as the pool prices a block, so the default buys exactly
+     * max_rows full rows (fx_kv_blocks_for_bytes). */
+    uint64_t one_row = row_blocks * fx_kv_block_bytes(hp, block_tokens);
     /* max_rows full rows of F32 K/V is ~64 GiB for a 7B model at 4096
      * positions, so an uncapped default made fx_batcher_create fail with
      * NOMEM out of the box. Rows are admitted by the blocks they need, so

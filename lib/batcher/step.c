@@ -61,8 +61,7 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
     fx_error err;
     /* Text held back for a stop that never came, or a character cut off
      * midway, is still the row's output -- except for a failed row, which
-     * reports the failure rather than a truncated answer (seed:
-     * reply_finished). */
+     * reports the failure rather than a truncated answer. */
     if (r->finish != FX_FINISH_ERROR && !r->is_pin) {
         size_t from = b->arena.len;
         if (fx_textout_finish(r->text, &b->arena, &err) == FX_OK)
@@ -73,8 +72,7 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
     int admitted = r->kv.state == FX_KV_LEASE_ACTIVE;
     if (admitted && !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
         /* Publish before release, so the next request with this prefix
-         * adopts it. The seed's batcher adopted and never contributed, so
-         * every request paid full prefill against an empty tree. */
+         * adopts it: a cache that is only read stays empty. */
         if (fx_kv_lease_publish(&r->kv, r->tokens, r->n_tokens, &err) != FX_OK)
             fx_log(&b->log, FX_LOG_WARN, "publish failed: %s", err.message);
     }
@@ -312,9 +310,8 @@ static void sample_task(void *ctx, size_t task, unsigned thread) {
 
 /* Samples this step's rows. Without a grammar a row's sample is a
  * function of its logits and its sampler alone, and without a top-k it
- * sorts the whole vocabulary (~0.5-0.8 ms at 32000 tokens, about a
- * one-row forward pass of the 246M Q8_0 model per row): those go to
- * every pool thread at once. Rows with a grammar share the context's
+ * sorts the whole vocabulary (as costly as a small forward pass): those
+ * go to every pool thread at once. Rows with a grammar share the context's
  * trie and walk scratch, so the caller samples them, in order. */
 static void sample_rows(fx_batcher_impl *b, uint32_t n_jobs) {
     uint32_t *par = b->sample_par, n_par = 0;

@@ -1,23 +1,42 @@
 /*
- * Number formats: IEEE half, bfloat16, ggml's Q8_0. Plain integer code, so
- * the results are the same on every CPU and match the F16C/AVX2 paths
- * (which only ever widen, and widening is exact).
+ * Number formats: the weight types' row sizes and names, IEEE half,
+ * bfloat16, ggml's Q8_0. Plain integer code, so the results are the same
+ * on every CPU and match the F16C/AVX2 paths (which only ever widen, and
+ * widening is exact).
  */
 #include "kernels.h"
 
 #include <math.h>
 #include <string.h>
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
+size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
+    /* The tiles hold chunks of 8 elements. */
+    if (fx_wtype_is_r12(t))
+        return k % 8 == 0 ? fx_wtype_row_bytes(fx_wtype_unpacked(t), k) : 0;
+    switch (t) {
+    case FX_WTYPE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
+    case FX_WTYPE_F16:
+    case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
+    case FX_WTYPE_Q8_0:
+    case FX_WTYPE_Q8_0_R16:
+        if (k % FX_QK8_0 != 0) return 0;
+        return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
+    default: return 0;
+    }
 }
 
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+const char *fx_wtype_name(fx_wtype t) {
+    switch (t) {
+    case FX_WTYPE_F32: return "f32";
+    case FX_WTYPE_F16: return "f16";
+    case FX_WTYPE_BF16: return "bf16";
+    case FX_WTYPE_Q8_0: return "q8_0";
+    case FX_WTYPE_Q8_0_R16: return "q8_0_r16";
+    case FX_WTYPE_F32_R12: return "f32_r12";
+    case FX_WTYPE_F16_R12: return "f16_r12";
+    case FX_WTYPE_BF16_R12: return "bf16_r12";
+    default: return "unknown";
+    }
 }
 
 float fx_f16_to_f32(uint16_t h) {
@@ -25,25 +44,25 @@ float fx_f16_to_f32(uint16_t h) {
     uint32_t e = (h >> 10) & 0x1fu;
     uint32_t m = h & 0x3ffu;
     if (e == 0) {
-        if (m == 0) return bits_f32(sign);
+        if (m == 0) return fx_bits_f32(sign);
         /* Subnormal half: normalize; every one is a normal float. */
         e = 113; /* 127 - 14 */
         while (!(m & 0x400u)) {
             m <<= 1;
             e--;
         }
-        return bits_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
+        return fx_bits_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
     }
     if (e == 31) {
         /* Inf stays inf; NaN is quieted, as vcvtph2ps does, so the AVX2 and
          * portable paths agree even on signalling NaNs. */
-        return bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+        return fx_bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
     }
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+    return fx_bits_f32(sign | ((e + 112) << 23) | (m << 13));
 }
 
 uint16_t fx_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = fx_f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
     if (ax >= 0x7f800000u) {
@@ -73,10 +92,10 @@ uint16_t fx_f32_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
-float fx_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float fx_bf16_to_f32(uint16_t h) { return fx_bits_f32((uint32_t)h << 16); }
 
 uint16_t fx_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = fx_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it one, quiet */
         return (uint16_t)((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);

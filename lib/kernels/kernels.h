@@ -58,6 +58,8 @@
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
 
+#include <string.h>
+
 #include "../core/core.h"
 
 /* ---- weight types (values are ggml's type ids, as stored in GGUF) ---- */
@@ -113,10 +115,8 @@ const char *fx_wtype_name(fx_wtype t);
  * with its share of the memory bandwidth. In this layout a 64-byte line
  * holds the same 4 quants of 16 rows: one vpdpbusd against 4 bytes of x
  * broadcast adds them into 16 rows' block sums at once, and a block of
- * 16 rows costs 8 loads, 8 vpdpbusd and one fma. The 12-row pair layout
- * before it needed a convert, a permute and an fma per 64 bytes besides:
- * on 2 cores at ~55 GB/s it streamed 0.85 of a bare read pass, this one
- * 1.0 (same machine, alternated in one process).
+ * 16 rows costs 8 loads, 8 vpdpbusd and one fma, few enough to keep up
+ * with a read pass of the same bytes.
  *
  * Layout, for N rows of K elements (B = K / 32 blocks): rows in tiles of
  * 16 (the last tile has R = N mod 16 rows if that is not 0), tile t at
@@ -166,17 +166,14 @@ static inline void fx_q8_r16_at(size_t n_rows, size_t nb, size_t n, size_t b,
  * chains of kernels.h's order need that many to hide their latency), and
  * read as rows that is 12 streams of K elements each -- 2 KB for an F16
  * row of K = 1024 -- too short for the hardware prefetcher to get going,
- * so a core waited on memory with half the bandwidth unused (one F16
- * matrix streamed at 0.40-0.63 of a read pass of its bytes, 2 threads).
- * In this layout the same 12 rows are one stream (0.80-0.97 of the read
- * pass, same machine, alternated); a task of one or two x rows reads
- * two tiles half the matrix apart at once (matmul_avx512.c, dual12): two
- * streams.
+ * so a core waited on memory with half the bandwidth unused.
+ * In this layout the same 12 rows are one stream; a task of one or two x
+ * rows reads two tiles half the matrix apart at once (matmul_avx512.c,
+ * dual12): two streams.
  * F32 goes into R12 only on Zen 5 (fx_kernels_prefer_r12), where with a
  * tile prefetch of its own and four x rows a pass it won from one row to
- * 32 and kept even at prefill (matmul_avx512.c, range_small_r12); read
- * like F16 (8 rows a pass, no prefetch) it had lost 0.70-0.80x at 16 and
- * 32 rows there. Elsewhere F32 stays in rows.
+ * 32 and kept even at prefill (matmul_avx512.c, range_small_r12).
+ * Elsewhere F32 stays in rows.
  *
  * Layout, for N rows of K elements (K % 8 == 0, N even): rows in tiles of
  * 12 (the last tile has R = N mod 12 rows if that is not 0), tile t at
@@ -205,7 +202,7 @@ fx_status fx_float_repack_r12(void *dst, const void *src, fx_wtype t,
 
 /* Whether this CPU's kernels stream float type t (F32, F16, BF16) faster
  * in its R12 form: where the AVX-512 path exists, which reads it in one
- * stream (matmul.c says what was measured); the AVX2 and portable paths
+ * stream; the AVX2 and portable paths
  * read R12 element by element, correct but slow. */
 bool fx_kernels_prefer_r12(fx_wtype t);
 
@@ -280,11 +277,8 @@ typedef enum fx_isa {
 typedef enum fx_fast_blas {
     /* Only where OpenBLAS is expected to be faster than the deterministic
      * kernel: when this context has no AVX-512 path, or OpenBLAS runs its
-     * own AVX-512 kernels (core SkylakeX, Cooperlake, SapphireRapids).
-     * Measured on a Zen 5 with OpenBLAS 0.3.21, which predates it and
-     * picks its Haswell (AVX2) kernels: the AVX-512 deterministic kernel
-     * was 1.3-1.6x faster than that sgemm at prefill shapes, and on par
-     * with the Cooperlake kernels forced by OPENBLAS_CORETYPE. */
+     * own AVX-512 kernels (core SkylakeX, Cooperlake, SapphireRapids):
+     * the AVX-512 deterministic kernel beats OpenBLAS's AVX2 ones. */
     FX_FAST_BLAS_AUTO = 0,
     FX_FAST_BLAS_ALWAYS = 1 /* every eligible call (benchmarks, tests) */
 } fx_fast_blas;
@@ -293,18 +287,18 @@ typedef struct fx_kernels_params {
     unsigned n_threads;  /* >= 1; 1 creates no threads. Default 1. */
     fx_isa isa;          /* default FX_ISA_AUTO */
     size_t fast_min_m;   /* FX_MATMUL_FAST uses OpenBLAS from this M up
-                            (default 64: below it our kernel was faster
-                            in bench_kernels) */
+                            (default 64: below it our kernel is
+                            faster) */
     fx_fast_blas fast_blas; /* default FX_FAST_BLAS_AUTO */
     size_t q8_prefetch_min_m; /* Q8_0 R16 tiles (AVX-512) are prefetched
                                  in software from this many x rows on; 0
-                                 (the default): what measured best on
+                                 (the default): the tuned choice for
                                  this CPU (matmul_q8_avx512.c). Any value
                                  gives the same bits. */
     size_t r12_prefetch_bytes; /* one- and two-row R12 (F16, BF16) tasks
                                   on AVX-512 prefetch each stream this
-                                  many bytes ahead; 0 (the default): what
-                                  measured best on this CPU
+                                  many bytes ahead; 0 (the default): the
+                                  tuned choice for this CPU
                                   (matmul_avx512.c), SIZE_MAX: never.
                                   Same bits either way. */
     size_t x_block_bytes; /* the AVX2 float tiles above 4 x rows take x
@@ -385,6 +379,18 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
                         const fx_mm_out *outs, size_t n_outs);
 
 /* ---- number formats ---- */
+
+/* A float's IEEE bits, and the float with these bits. */
+static inline uint32_t fx_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float fx_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* Exact. NaN stays NaN (quieted). */
 float fx_f16_to_f32(uint16_t h);

@@ -1,6 +1,7 @@
 /*
  * The matmul entry point: argument checks, ISA choice, the split of N over
- * the pool, the portable path, and the OpenBLAS fast mode.
+ * the pool, and the OpenBLAS fast mode (the portable path is in
+ * matmul_portable.c).
  */
 #include "matmul_impl.h"
 
@@ -66,89 +67,6 @@ static int type_index(fx_wtype t) {
     case FX_WTYPE_Q8_0_R16: return 3;
     case FX_WTYPE_F32:
     default: return 0;
-    }
-}
-
-size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
-    /* The tiles hold chunks of 8 elements. */
-    if (fx_wtype_is_r12(t))
-        return k % 8 == 0 ? fx_wtype_row_bytes(fx_wtype_unpacked(t), k) : 0;
-    switch (t) {
-    case FX_WTYPE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
-    case FX_WTYPE_F16:
-    case FX_WTYPE_BF16: return k <= SIZE_MAX / 2 ? 2 * k : 0;
-    case FX_WTYPE_Q8_0:
-    case FX_WTYPE_Q8_0_R16:
-        if (k % FX_QK8_0 != 0) return 0;
-        return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-    default: return 0;
-    }
-}
-
-const char *fx_wtype_name(fx_wtype t) {
-    switch (t) {
-    case FX_WTYPE_F32: return "f32";
-    case FX_WTYPE_F16: return "f16";
-    case FX_WTYPE_BF16: return "bf16";
-    case FX_WTYPE_Q8_0: return "q8_0";
-    case FX_WTYPE_Q8_0_R16: return "q8_0_r16";
-    case FX_WTYPE_F32_R12: return "f32_r12";
-    case FX_WTYPE_F16_R12: return "f16_r12";
-    case FX_WTYPE_BF16_R12: return "bf16_r12";
-    default: return "unknown";
-    }
-}
-
-/* ---- portable path: the definition in kernels.h, written literally ----
- * (F32, F16, BF16; Q8_0 is fx_mm_q8_portable) */
-
-/* The weight whose bytes start at p, as an f32 (exact). */
-static float weight_value(fx_wtype t, const uint8_t *p) {
-    switch (fx_wtype_unpacked(t)) {
-    case FX_WTYPE_F16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return fx_f16_to_f32(h);
-    }
-    case FX_WTYPE_BF16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return fx_bf16_to_f32(h);
-    }
-    case FX_WTYPE_F32:
-    default: {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    }
-}
-
-/* Also the AVX2 form for R12 weights, which it reads element by element
- * through fx_float_r12_at: models repack floats only where the AVX-512
- * path reads them (fx_kernels_prefer_r12). */
-void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
-                          float *scratch) {
-    (void)scratch;
-    const bool r12 = fx_wtype_is_r12(job->type);
-    const size_t esize = fx_wtype_unpacked(job->type) == FX_WTYPE_F32 ? 4 : 2;
-    for (size_t m = 0; m < job->m; m++) {
-        const float *x = job->x + m * job->ldx;
-        for (size_t n = n0; n < n1; n++) {
-            const uint8_t *row = job->w + n * job->row_bytes;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (size_t k = 0; k < job->k; k++) {
-                const uint8_t *at =
-                    r12 ? job->w +
-                              fx_float_r12_at(job->n, job->k, esize, n, k / 8) +
-                              (k % 8) * esize
-                        : row + k * esize;
-                acc[k % 8] = fmaf(x[k], weight_value(job->type, at),
-                                  acc[k % 8]);
-            }
-            job->y[m * job->ldy + n] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
-                                       ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-        }
     }
 }
 
@@ -310,10 +228,7 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->fast_mode = p.fast_blas; /* OpenBLAS is not loaded yet: blas_ready */
     /* Every path computes the same bits (kernels.h), so the choice per
      * type is only about speed. The AVX-512 code serves every float type
-     * at every M: measured on the 246M model's decode shapes (AVX2 and
-     * AVX-512 contexts alternated, paired ratios), it was on par with AVX2
-     * for F32 at one row (0.99 on one thread, 1.07 on two) and ahead for
-     * F16 and BF16 at one row (1.19) and F32 at four (1.37). */
+     * at every M: never behind the AVX2 code, ahead for F16 and BF16. */
     switch (isa) {
     case FX_ISA_AVX512:
         for (int t = 0; t < 3; t++) kc->range[t] = fx_mm_avx512_range();
@@ -384,21 +299,9 @@ void fx_kernels_free(fx_kernels *kc) {
 
 bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
 
-/* Measured, ferrox-bench decode of the 246M model, binaries alternated
- * (rows copied into huge pages against R12, 3 rounds, ~30 GB/s): F16 1
- * row 43-51 -> 66-72 tok/s (0.53-0.61 -> 0.95-0.99 of the read pass
- * interleaved with the steps), 4 rows 152-176 -> 199-247, 16 rows
- * 312-358 -> 316-371, prefill 340-375 -> 356-392; BF16 alike. F32 stays
- * in rows there: one 5632 x 1024 matrix in R12 1.05-1.12x at 1-4 rows but
- * 0.60-0.93x at 8 and 16, with or without the tile prefetch.
- * On Zen 5 (AMD family 1Ah) F32 goes into R12 too: with its own tile
- * prefetch and four x rows a pass (matmul_avx512.c, range_small_r12) the
- * 246M model's forward pass ran 1.20x at 1 row, 1.12-1.18x at 2,
- * 0.95-1.19x from 8 to 64 rows, 0.95-0.97x at a 128-token prefill;
- * ferrox-bench, binaries alternated: one-row decode 0.70-0.74 -> 0.86-0.89
- * of the interleaved read pass (1.11-1.14x tok/s), 4 / 16 / 32 rows
- * 1.00-1.08 / 1.00-1.06 / 1.10-1.20x, prefill 0.90-0.99x (median 0.985;
- * one matmul of 128 rows alone 0.98-1.01x). */
+/* F16 and BF16 stream faster as R12 wherever the AVX-512 path exists; F32
+ * only on Zen 5 (AMD family 1Ah), with its own tile prefetch
+ * (matmul_avx512.c, range_small_r12): elsewhere it loses from 8 rows on. */
 bool fx_kernels_prefer_r12(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_F32:
@@ -489,12 +392,7 @@ typedef struct job_plan {
  * another and the threads have twice as many to balance: a thread that
  * ran out of tasks waited for the other's last one, up to one task in
  * each run, and the 1024-row matrices (Q, the output projection, down)
- * had only 3 tasks a thread. The 246M model's forward pass on Zen 5, one
- * copy, both widths alternated step by step between read passes (30
- * rounds each): F16 1 row 1.017-1.023x, 2 rows 0.999x; F32 1 row
- * 1.035-1.048x, 2 rows 1.039x (the same binary against itself 0.990x);
- * keeping the K and V projections' chunks at 48 columns instead of 24
- * was no better (0.99x). */
+ * had only 3 tasks a thread. */
 static job_plan plan_job(const fx_kernels *kc, size_t m, const fx_mm_out *o,
                          unsigned threads) {
     job_plan pl = {task_cols(o->n, threads), 0, 0};

@@ -11,20 +11,8 @@
  * output: one output is one tile's lanes, never partial sums. Up to 4 x
  * rows a tile's W rows are taken far apart, one forward stream each
  * (range_streams); above, the same in groups that L2 keeps for the next
- * x rows (range_groups).
- *
- * There was a second, large-M path here (W panel and x block packed per
- * K slab of 256, 8-lane partial sums carried between slabs, as the
- * AVX-512 path still does). On a Zen 3 (AVX2, 512 KiB L2) it lost to the
- * streaming path at every M: a quarter of its time went to the packing
- * copies. Measured, 2 threads, the two alternated in one process:
- * M = 16, N = 2816, K = 1024 2.1-2.6 ms -> 0.9-1.0 ms; M = 128, model
- * shapes ~1.1x (98-110 GFLOP/s, OpenBLAS sgemm 106-108); M = 512,
- * N = K = 4096 93-105 -> 107-118 GFLOP/s. Forward pass of the 246M
- * model, ferrox-bench: F32 16 rows 125-132 -> 188-194 tok/s, 32 rows
- * 164-182 -> 237-240; F16 prefill 310-331 -> 378-394, 16 rows 179-180 ->
- * 272-294. Only 2048^3 is behind sgemm (92 against 140-160 GFLOP/s;
- * 103-115 since x is taken in blocks, x_block_rows).
+ * x rows (range_groups). No packed large-M path, unlike AVX-512: with
+ * AVX2's smaller L2 the packing copies cost more than they save.
  */
 #include "matmul_impl.h"
 
@@ -116,15 +104,9 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
                                      __m256 acc[4][FX_NR_MAX]) {
     size_t k = 0;
     const size_t esize = t == FX_WTYPE_F32 ? 4 : 2;
-    /* The callers ask for it for F16 and BF16 only. Measured on the AVX-512 machine with this path
-     * forced, one-row F16 decode in one process: 1.34x against a fixed
-     * 2 KB ahead, and still 1.11-1.53x against none (1 and 4 rows) now
-     * that the weights sit on huge pages; into L2 only (prefetcht1)
-     * 1.35x / 1.41x / 1.02x at 1 / 4 / 16 rows against L1 (the lines
-     * left L1 before their use). F32 rows are left to the hardware
-     * prefetcher: on huge pages a software prefetch made one-row F32
-     * decode 0.76x (1.30-1.31x without it, 4 rows 1.06-1.12x; the 246M
-     * model, variants alternated step by step). */
+    /* The callers ask for it for F16 and BF16 only (F32 rows on huge
+     * pages stream faster on the hardware prefetcher alone); into L2
+     * only, as lines prefetched into L1 left it before their use. */
     for (; k + 8 <= kn; k += 8) {
         __m256 wv[FX_NR_MAX];
         if (pf_dist) {
@@ -163,12 +145,8 @@ FX_ALWAYS_INLINE FX_AVX2 void tile_k(const int MR, const int NR, fx_wtype t,
 /* One tile over all of K, reduced into y (yr[i][j]). tile_k runs with
  * its prefetch arguments as constants where they are 0 / NULL, so those
  * copies have no test in the k loop: GCC (-O2 and -O3) does not unswitch
- * the loop on them, and the two tests and a taken jump per 8 k cost the
- * F32 4x3 tile ~10%. Measured on a Zen 3 (2 threads, the forms alternated
- * in one process, medians of 15): M = 128, N = K = 1024 72.5 / 73.0 /
- * 84.6 / 79.5 -> 81.1 / 82.8 / 90.3 / 91.2 GFLOP/s, M = 16, N = 2816,
- * K = 1024 104 / 100 / 98.5 / 97.7 -> 117 / 109 / 109 / 104 (a slow
- * stretch of the host: 144-150 at M = 128 when it is calm). */
+ * the loop on them, and the two tests and a taken jump per 8 k slow
+ * the F32 4x3 tile down noticeably. */
 FX_ALWAYS_INLINE FX_AVX2 void tile(const int MR, const int NR, fx_wtype t,
                                    const float *const *xr,
                                    const uint8_t *const *wr, size_t kn,
@@ -271,18 +249,10 @@ static void chunk_rows(const fx_mm_job *job, size_t m, size_t mr,
  * the widest tile's NR rows are NR streams far apart. Row r of stream j
  * is row n0 + j * s + r (s = the range's rows / NR), so each stream walks
  * forward through consecutive rows, one long sequential read, where
- * tiles of NR adjacent rows (before) read NR streams of one row each
- * (2 KiB of F16 at K = 1024) and the hardware prefetcher kept starting
- * over. The rows left over (< NR) go through the 3-row tiles. Same bits:
- * each output is still one tile's lanes over all of K.
- * Measured on a Zen 3 (2 threads, the 246M model's matmuls of one decode
- * step in order, each pass against a read pass of the same bytes, 45-60
- * passes alternated with the adjacent rows in one process, medians): F16 1 / 2
- * / 3 / 4 rows 0.86-0.89 / 0.78 / 0.91 / 0.87 -> 1.01-1.05 / 1.04 /
- * 1.01 / 0.95 of the read pass (the K = 1024 matrices ~0.80 -> ~0.97;
- * down, K = 2816, was already ~0.95); F32 1 row 0.995 -> 1.007-1.024.
- * F16 prefetched one row ahead in each stream against none: 1 and 2 rows
- * the same within noise, 3 and 4 rows 1.07x. */
+ * tiles of NR adjacent rows would read NR streams of one row each
+ * (2 KiB of F16 at K = 1024), too short for the hardware prefetcher.
+ * The rows left over (< NR) go through the 3-row tiles. Same bits:
+ * each output is still one tile's lanes over all of K. */
 static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
                                   size_t n1) {
     const int ti = type_index(job->type);
@@ -319,43 +289,20 @@ static FX_AVX2 void range_streams(const fx_mm_job *job, size_t n0,
  * in L2 by every later chunk of 4 (24 F32 rows of K = 4096 are 384 KiB).
  * The rows left over (< 3) are a last group of their own. Same bits:
  * each output is one tile's lanes over all of K.
- * Before, a group was 24 adjacent rows and its tiles read 3 adjacent
- * rows each: 3 streams of one row, restarted every tile. Measured on a
- * Zen 3 (2 threads, the 246M model's matmuls of one decode step in order
- * against a read pass of the same bytes, 30-40 passes alternated in one
- * process, medians of the fraction of the read pass): F32 5 / 8 / 16 /
- * 32 rows 0.73 / 0.62-0.65 / 0.45 / 0.27 -> 0.87 / 0.75-0.82 / 0.52 /
- * 0.30, F16 8 / 16 rows 0.61 / 0.28 -> 0.64 / 0.31, 128 rows (prefill)
- * the same.
  * F32 with 9 x rows or more: while the first three chunks of x rows
  * compute from a group, each tile of chunk c also prefetches into L2 the
  * row of stream c that the same tile reads in the next group (pf_row):
- * the next group arrives while this one computes, where before the first
- * chunk of every group waited for memory and the later ones left memory
- * idle. Measured as above (40-60 passes, variants alternated pass by
- * pass, step time medians): 16 rows 84.7 -> 79.4 ms, 94.1 -> 83.4 and
- * 96.5 -> 84.3 (every matrix 5-13% faster), 12 rows 60.7 -> 56.1; 8, 32
- * and 128 rows the same. The same prefetch in the last three chunks
- * instead: 16 rows 1.07x, 12 rows 0.97x; two groups ahead like one, three
- * ahead 0.98x. With 5-8 rows (two chunks) the second chunk prefetching
- * the next group of all three streams: the same as none (46.6 / 46.5
- * ms), so not done; F16 at 16 rows: the same as none (55.8 / 55.1 ms),
- * so F16 and BF16 keep only their first chunk's prefetch one row ahead.
- * Earlier forms that lost: the next group in the second chunk only (F32
- * no better, F16 0.85-0.90x); spread over all the later chunks (F32 16 /
- * 8 rows 0.90 / 0.94x); F32 a row ahead like F16 (no better). */
+ * the next group arrives while this one computes, instead of the first
+ * chunk of every group waiting for memory and the later ones leaving it
+ * idle. F16 and BF16 keep only their first chunk's prefetch one row
+ * ahead: the group prefetch did not help them. */
 #define FX_MM_GROUP_ROWS 8
 
 /* x rows per block of range_groups: x_block_bytes of them, a multiple
  * of 4 (the tile's rows), at least 4. Every row group of W meets all x
  * rows of a block, block by block (W is read once per block): where x
- * and W together outgrow the last-level cache, a task used to fetch all
- * of x from memory for each of its row groups. Measured on a Zen 3 (2
- * threads, 1 MiB blocks against none, alternated 15 times in one
- * process, medians): 2048^3 87-93 -> 103-115 GFLOP/s (256 KiB - 2 MiB
- * within noise of each other, 4 MiB 106, 8 MiB 99); M = 1024, N = 1024,
- * K = 2816 110 -> 114; M = 512, N = K = 4096 and the prefill shapes
- * (M = 128, K = 2816, two blocks) the same. */
+ * and W together outgrow the last-level cache, a task would otherwise
+ * fetch all of x from memory for each of its row groups. */
 static size_t x_block_rows(const fx_mm_job *job) {
     const size_t rows = job->x_block_bytes / (job->k * sizeof(float)) &
                         ~(size_t)3;

@@ -42,8 +42,7 @@
 #define FX_R12_HALF_PF 8192
 
 /* Rows up to this stream W straight from storage (range_small); more go
- * to the cache-blocked path. Measured (1 thread, K = N = 1024): at M =
- * 16 and 32 streaming in chunks of 8 rows beat packing by 1.2-1.4x. */
+ * to the cache-blocked path: up to here, packing costs more than it saves. */
 #ifndef FX_MM_SMALL_M512
 #define FX_MM_SMALL_M512 32
 #endif
@@ -146,18 +145,10 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
          * end: the next tile, contiguous) a chunk's worth per chunk, in
          * address order, into L2 only: with several x rows the work per byte leaves the
          * hardware prefetcher behind, and into L1 the next tile evicted
-         * this one's lines before the later passes read them. Measured,
-         * one F16 5632 x 1024 matrix against its row form (itself with
-         * the twin prefetch of the rows), 2 threads, 400 MB of copies:
-         * R12 with it one tile ahead 1.25 / 1.32 / 1.16 / 1.09x at 3 / 4 /
-         * 8 / 16 rows; prefetching into L1 instead 0.75-0.83x, none
-         * 0.72-0.84x; at 1 and 2 rows none is better (1.45-1.48x; 1.35
-         * with it at 1). On Zen 5, 8 KB ahead (FX_R12_HALF_PF) instead of
-         * a tile (24 KB at K = 1024), the 246M F16 forward pass, one copy,
-         * alternated step by step between read passes: 3 / 4 / 8 rows
-         * 1.027-1.035 / 1.032-1.042 / 1.021-1.031x, 16 / 32 rows 1.016 /
-         * 1.015x; 16 KB 1.010x at 4 rows (the same binary against itself
-         * 1.000x). F32 (R12 on Zen 5 only: fx_kernels_prefer_r12) is
+         * this one's lines before the later passes read them. The
+         * 2-byte types go FX_R12_HALF_PF ahead, from FX_MM_PF_MIN_M rows
+         * on (at 1 and 2 rows the hardware does better alone). F32 (R12
+         * on Zen 5 only: fx_kernels_prefer_r12) is
          * prefetched FX_R12_F32_PF ahead, from 1 row on (range_small_r12
          * says why). kn % 8 == 0. */
         const size_t esize = src == SRC_F32 ? 4 : 2;
@@ -206,9 +197,7 @@ FX_ALWAYS_INLINE FX_AVX512 void tile_k(const int MR, const int NP,
     const size_t esize = src == SRC_F32 ? 4 : 2;
     /* pf (range_groups says when): each row prefetches its twin in the
      * next tile, 2 NP rows on, the next rows range_groups reads, into L2
-     * only (as the R12 tiles: L1 lost the lines before their use; F16
-     * rows from the file mapping, 246M forward pass, alternated: 1.44-
-     * 1.48x at 3-4 rows, 1.10x at 16). */
+     * only (as the R12 tiles: L1 lost the lines before their use). */
     const size_t pf_dist = (size_t)(2 * NP) * esize * kn;
     for (; k + 8 <= kn; k += 8) {
         __m512 wv[FX_NP_MAX];
@@ -377,13 +366,9 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 /* When the small-M tiles prefetch the next tile's rows in software: F16
  * and BF16 from FX_MM_PF_MIN_M x rows on; F32 never. With the weights on
  * huge pages the hardware prefetcher alone streams F32 rows faster at
- * every M this path takes, and F16 rows at one or two: measured, the 246M
- * model's forward pass, variants alternated step by step in one process,
- * interleaved with read passes (2 threads): F32 without the prefetch
- * 1.40-1.73x at 1 row, 1.18-1.35x at 4, 1.24x at 8, 1.15-1.22x at 16,
- * 1.05-1.11x at 32; F16 1.04-1.12x at 1 row, 1.02-1.09x at 2, but 0.90x at
- * 3 and 0.88-0.90x at 4, 16 and 32 (there more work per byte leaves the
- * rows' 12 streams too far behind without it). Later x chunks of a group
+ * every M this path takes, and F16 rows at one or two (from 3 rows on,
+ * more work per byte leaves the rows' 12 streams too far behind without
+ * the prefetch). Later x chunks of a group
  * find its rows in L1/L2 and never prefetch. */
 #define FX_MM_PF_MIN_M 3
 
@@ -432,27 +417,15 @@ static FX_AVX512 void range_groups(const fx_mm_job *job, size_t n0,
  * same first (matmul_avx2.c, range_streams and range_groups).
  *
  * Up to FX_MR_MAX x rows the whole call is one pass of a tile over W:
- * 4 pairs (8 streams) up to 4 x rows, 3 (6 streams) above. Measured on
- * Zen 4 (2 threads, no R12 for F32 there: the 246M model's decode matmuls
- * in order, the two forms alternated pass by pass, 30-40 passes each,
- * medians), streams against adjacent rows, with the widest tiles (6 pairs
- * up to 2 rows, three rounds): 1 row 1.02 / 1.08 / 0.995x, 2 rows 1.05 /
- * 1.00 / 1.06x, 4 rows 1.04 / 1.02 / 1.10x, 8 rows 1.08 / 1.035 / 1.085x.
- * Then fewer, longer streams at 1 and 2 rows against those 12: 8 streams
- * 1.03-1.06x at 1 row (five rounds), 1.035-1.057x at 2 (three); 6
- * streams 1.02-1.05x / 1.056x, 4 streams 1.05x / 0.98x, 2 streams 1.04x
- * at 1 row; at 4 rows 6 or 4 streams instead of 8 0.97-1.01x. (On Zen 5,
- * before the streams, fewer adjacent rows per tile had lost: 0.63-0.95x.)
+ * 4 pairs (8 streams) up to 4 x rows, 3 (6 streams) above, the stream
+ * counts that keep the memory system busiest.
  *
  * More x rows: the 3-pair tile (six streams) in groups of
  * FX_MM_STREAM_GROUP rows a stream, which the first chunk of 8 x rows
  * reads from memory and the later chunks find in L2. The second chunk,
  * computing from L2, also prefetches into L2 each stream's row 2 NP = 6
  * rows on (tile_k's twin prefetch: two groups ahead), so memory works
- * while the group computes. Same harness: 9 / 12 / 16 / 32 rows 1.075 /
- * 1.04 / 1.08-1.09 / 1.05x with groups of 6 rows, 16 rows 1.11-1.13x
- * with groups of 2 or 3, 1.09-1.14x with 4 (without the prefetch, groups
- * of 6: 1.045x; prefetching in the first chunk instead: 1.044x). */
+ * while the group computes. */
 #define FX_MM_STREAM_GROUP 3
 
 static FX_AVX512 void range_streams(const fx_mm_job *job, size_t n0,
@@ -502,23 +475,8 @@ static FX_AVX512 void range_small(const fx_mm_job *job, size_t n0,
  * Four rows a pass, not eight: the tile's six pairs fit the registers
  * with four rows, so one pass reads the tile's lines in order, where
  * eight rows took two passes of three pairs, each reading every other
- * half of each chunk. F16 on Zen 5, the 246M model's forward pass, one
- * copy, alternated step by step between read passes (12 rounds, 57-74
- * GB/s): 5 / 6 / 8 rows 1.14 / 1.135 / 1.06x, 16 rows 1.07-1.085x, 32
- * rows 1.095x (the same binary against itself 0.996x); 1-4 rows read
- * that way already. Not measured on other CPUs.
- *
- * F32 in R12 on Zen 5 (fx_kernels_prefer_r12) against its rows, the 246M
- * model's forward pass, one copy of each, alternated step by step between
- * read passes, both orders of loading (53-71 GB/s): with x rows 8 at a
- * time and no prefetch, as F16, 4 rows 0.83x, 16 rows 0.69x, 32 rows
- * 0.89x; with the prefetch 2 KB ahead 4 rows 0.99x, 16 rows 0.83x, 32
- * rows 0.96x; with it and 4 rows at a time (all six pairs of a tile in
- * one pass: the tile's lines read in order, where 8 rows take two passes
- * of three pairs, each reading every other half of the tile) 3 / 4 / 8
- * rows 1.03 / 1.05 / 0.91-0.99x, 16 rows 0.95-0.985x, 32 rows 1.06-1.19x,
- * 64 0.98x, prefill of 128 0.95-0.97x; 4 KB ahead 0.99x / 0.98x at 8 / 16
- * rows where 1 KB was 0.88x / 0.96x and 8 KB 0.985x at 16. */
+ * half of each chunk. F32 in R12 (Zen 5: fx_kernels_prefer_r12) keeps
+ * up with its rows only with both: four rows a pass and its prefetch. */
 static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
                                       size_t n1) {
     const int src = src_of(job->type);
@@ -560,21 +518,13 @@ static FX_AVX512 void range_small_r12(const fx_mm_job *job, size_t n0,
  * MR x rows (1 or 2) against two whole R12 tiles (12 rows each) far apart
  * in the matrix, a chunk of each per step: two streams per core instead
  * of one.
- * A core streaming a single tile with the fma chains of kernels.h kept
- * fewer misses in flight than the memory system could serve: on Zen 5,
- * the 246M model's F16 runs one after another (2 threads, the tasks of
- * matmul.c), one stream per task 0.91-1.03 of a read pass cut into the
- * same runs, two streams 1.05-1.09; over one 512 MB region 0.90-0.92 ->
- * 0.95-1.00 (F32 in R12 form 0.94-0.98 -> 1.01-1.04); the F16 model's
- * two-row forward pass 1.20-1.22x (0.61 -> 0.71-0.74 of the read pass).
+ * A core streaming a single tile with the fma chains of kernels.h keeps
+ * fewer misses in flight than the memory system can serve.
  * pf (range_dual_r12: job->r12_pf_bytes for F16 and BF16, 0: none): each
  * stream also prefetched that far ahead (past a tile's end is the task's
  * next tile, or lines never read: harmless), non-temporal: these tiles
  * are read once per step, so nothing is lost when their lines leave
- * early. The 246M F16 forward pass on Zen 5, two kernel contexts on one
- * model copy alternated step by step (200-250 steps each): against into
- * L2 1 row 1.03-1.08x (four runs), 2 rows 1.035-1.045x; against into L1
- * 1.01-1.02x. See fx_r12_dual_prefetch_bytes.
+ * early. See fx_r12_dual_prefetch_bytes.
  * Each output sees the fmas and the final tree of tile() in the same
  * order: same bits. */
 FX_ALWAYS_INLINE FX_AVX512 void dual12(const int MR, const int src,
@@ -649,12 +599,7 @@ static const dual_fn duals[FX_DUAL_MR][3] = {
  * types): an F32 chunk is half the instructions per byte of an F16 one
  * (no conversion, a load folded into each fma), so the out-of-order
  * window alone keeps enough lines in flight, and the prefetches only
- * took issue slots and bandwidth from lines already requested. The 246M
- * F32 model's forward pass on Zen 5, two kernel contexts on one copy,
- * alternated step by step between read passes (30 rounds, 48-72 GB/s):
- * without it 1 row 1.07x, 2 rows 1.075x (F16 on the same run: with it
- * 1.067x / 1.174x, so it stays there); one 537 MB F32 matrix, one row,
- * 1.00 of a read pass without, 0.93-0.95 with. */
+ * took issue slots and bandwidth from lines already requested. */
 static FX_AVX512 void range_dual_r12(const fx_mm_job *job, size_t a0,
                                      size_t a1, size_t b0, size_t b1) {
     const int src = src_of(job->type);
@@ -738,8 +683,7 @@ static FX_AVX512 void pack_x(const fx_mm_job *job, size_t m, size_t mc,
  * will copy (x rows [mb, mb+mc), W rows [nb, nb+nc), elements [k0,
  * k0+kn)): rows of KC floats from pages far apart defeat the hardware
  * prefetcher (see matmul_avx2.c). Into L2 only: the pack reads them once,
- * and in L1 they pushed out the panel the tiles are reading (prefill of
- * 128 tokens, 246M model, alternated: 1.03x F32, 1.04x F16). mc == 0:
+ * and in L1 they pushed out the panel the tiles are reading. mc == 0:
  * nothing next. */
 static FX_AVX512 void prefetch_next(const fx_mm_job *job, size_t nb,
                                     size_t nc, size_t mb, size_t mc,
@@ -792,10 +736,7 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
         /* With K in one slab and x read in place, nothing ties the rows
          * to blocks of MC (no partial sums to carry, no x block): all of
          * them go through the one panel, packed once instead of once
-         * per MC rows. Both forms in one process, W in L3, 2 threads:
-         * M = 256 / 512 / 1024, N = K = 1024 1.05 / 1.09 / 1.08x, M =
-         * 512, N = 2816 1.08x; the 246M F32 model's 1016-token
-         * prefill in steps of 512, 1.03x. Same bits. */
+         * per MC rows. Same bits. */
         const size_t mblock =
             job->k <= FX_MM_KC512 && job->k % 8 == 0 ? job->m : FX_MM_MC;
         for (size_t mb = 0; mb < job->m; mb += mblock) {
@@ -807,10 +748,8 @@ static FX_AVX512 void range_large(const fx_mm_job *job, size_t n0, size_t n1,
                 pack_panel(job, nb, nc, k0, kn, panel);
                 /* x is read in place unless the slab ends in a partial
                  * group of 8 (then the block pads it with +0). A task is
-                 * one panel, so a copy was made per task: every 96
-                 * columns the whole x block went through L2 again (M = 128
-                 * to 2048, N = K = 1024 to 2048, 2 threads, both forms
-                 * in one process: 1.07-1.10x, same bits). */
+                 * one panel, so a copy per task would send the whole x
+                 * block through L2 again every 96 columns. */
                 const bool in_place = kp == kn;
                 if (!in_place) pack_x(job, mb, mc, k0, kn, xblk);
                 size_t nmb = mb, nmc = 0, nk0 = 0, nkn = 0;
@@ -898,14 +837,8 @@ fx_mm_dual_fn fx_mm_avx512_dual(void) { return dual_avx512; }
 
 /* On Zen 5 (AMD family 1Ah) the hardware prefetcher alone left the two
  * streams of a one- or two-row R12 task short of the bandwidth, as it did
- * the Q8_0 R16 tiles (matmul_q8_avx512.c). The 246M F16 model's forward
- * pass, one model copy, with and without the prefetch alternated step by
- * step between read passes (30 rounds, 54-60 GB/s): 2 KB ahead 1 row
- * 1.053-1.060x, 2 rows 1.083x; 1 KB 1.052-1.072x / 1.097x; 512 bytes
- * 1.004x, 4 KB 1.016x, 8-16 KB 1.014-1.081x (the same binary against
- * itself: 1.010x). As landed, two kernel contexts on one model copy:
- * 1 row 1.070-1.074x, 2 rows 1.055-1.138x. Elsewhere untested: none, as
- * before. */
+ * the Q8_0 R16 tiles (matmul_q8_avx512.c): 2 KB ahead fixes that.
+ * Elsewhere the hardware prefetcher is left alone. */
 size_t fx_r12_dual_prefetch_bytes(void) {
     return fx_cpu_amd_family() >= 0x1a ? 2048 : 0;
 }

@@ -53,11 +53,7 @@ typedef struct fx_mm_job {
 #endif
 /* The AVX-512 path's slab: K = 1024 in one slab (no partial sums carried
  * between slabs), its x block and panel still within a 1 MiB L2 per core
- * with MC = 128. Measured, F32 GFLOP/s, 2 threads, alternated 3 times
- * against KC = 256 (OpenBLAS sgemm in brackets): M = 512, N = 1536, K =
- * 1024 146-168 -> 162-184 (195); N = 1024, K = 2816 141-161 -> 150-164
- * (189); 2048^3 156-163 -> 164-168 (201); M = 128, N = 5632 158 -> 177
- * (150). KC = 512 was in between, 2048 and MC = 64 or 32 slower. */
+ * with MC = 128. */
 #ifndef FX_MM_KC512
 #define FX_MM_KC512 1024
 #endif

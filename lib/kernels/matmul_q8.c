@@ -26,17 +26,6 @@
  * weight reaches the float range that matters next to the rest of a row. */
 #define FX_XQ_TINY 0x1p-100f
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* The scalar part of quantizing one block, shared by every form: from the
  * largest |x| as bits (NaN bits above inf above every finite value) to the
@@ -47,7 +36,7 @@ static bool xq_scale(uint32_t amax_bits, float *d, float *id) {
         *d = NAN;
         return false;
     }
-    const float amax = bits_f32(amax_bits);
+    const float amax = fx_bits_f32(amax_bits);
     if (amax < FX_XQ_TINY) {
         *d = 0.0f;
         return false;
@@ -74,7 +63,7 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
             const float *xb = xr + b * FX_QK8_0;
             uint32_t amax = 0;
             for (int i = 0; i < FX_QK8_0; i++) {
-                uint32_t a = f32_bits(xb[i]) & 0x7fffffffu;
+                uint32_t a = fx_f32_bits(xb[i]) & 0x7fffffffu;
                 if (a > amax) amax = a;
             }
             float d, id = 0.0f;
@@ -239,9 +228,7 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i dot4(__m256i aw, __m256i w, __m256i x,
  * group's partial sum until the end of the block and spills them: 16
  * stores and reloads per block in r16_dual1, 24 in the 4-row tile. With
  * each sum pinned after its add the chains stay chains, in registers.
- * Same operations, same bits; measured on a Zen 3 core, W in L2, M x
- * rows a call: 1 row 1.01-1.12x, 2 rows 1.01-1.17x, 4 and 8 rows
- * 1.27-1.39x. */
+ * Same operations, same bits. */
 #define FX_PIN(v) __asm__("" : "+x"(v))
 
 FX_ALWAYS_INLINE float xq_dx(const uint8_t *xr, size_t k, size_t b) {
@@ -263,7 +250,7 @@ FX_ALWAYS_INLINE float xq_dx(const uint8_t *xr, size_t k, size_t b) {
  * Both halves in one pass, so every line is read once, even for MR = 3, 4,
  * where the 4 MR accumulators and block sums exceed the 16 registers: the
  * accumulators, touched once per block, spill cheaply, and a pass per half
- * measured 0.6-0.9x of this (one AMD EPYC core, K = 4096, M = 3..8).
+ * is slower.
  *
  * full: R = 16, every load plain. Otherwise (the last tile only) the
  * quants are masked loads of the half's rows (4 R bytes per group) and
@@ -394,12 +381,7 @@ static const r16_tile_fn r16_tiles[2][4] = {
 /* One x row against two full tiles far apart, block by block in
  * lockstep: two forward streams per core instead of one, each prefetched
  * FX_PF_DUAL ahead. Each tile's arithmetic is r16_tile's (MR = 1, full),
- * in the same order: same bits. Measured on a Zen 3 (2 threads, the 246M
- * model's matmuls of one decode step in order against a read pass of the
- * same bytes, 40-50 passes alternated with r16_tile in one process,
- * medians of the fraction of the read pass): 0.79-0.92 -> 0.95-1.05
- * (step 12.4-13.7 -> 10.5-11.7 ms); prefetched 2 KB ahead 0.90-0.97,
- * 4 KB 0.91, not at all 0.95-1.02. */
+ * in the same order: same bits. */
 #ifndef FX_PF_DUAL
 #define FX_PF_DUAL 1024
 #endif

@@ -15,15 +15,12 @@
  * one fma per block: acc = fma(f32(dw) * dx, (float)p, acc), 16 rows at a
  * time, in block order -- the definition, lane by lane. Per weight byte
  * that is a load and a vpdpbusd per 64 bytes and x row; the float work is
- * per 544 bytes. The pair layout before this one spent a convert, a
- * permute and an fma per 64 bytes besides, and at one row it fell behind
- * memory on this machine class (kernels.h has the numbers).
+ * per 544 bytes (kernels.h says why that matters).
  *
  * Plain rows: the same integers and the same per-block float work, 16
  * rows per zmm, but the 16 rows' blocks have to be brought together in
  * registers first (a transpose, or an add tree at one or two x rows) and
- * their scales gathered: see "plain Q8_0 rows" below. Before this form
- * they went to the AVX2 code, 2.8x slower than R16 at one row.
+ * their scales gathered: see "plain Q8_0 rows" below.
  */
 #include "matmul_impl.h"
 
@@ -48,44 +45,17 @@
  * x rows on it is used (job->q8_pf_min_m, fx_q8_r16_prefetch_min_m by
  * default). The prefetch goes into L2 only (prefetcht1): into L1 it
  * evicted the x rows' quants and the tile's own lines before the later
- * passes of 8 rows read them. Measured on a 5632 x 1024 matrix, 2 threads,
- * 400 MB of copies, L2 against L1: 1.70x at 8 rows, 1.28-1.30x at 16,
- * 1.17x at 32; 2 KB ahead 0.83-0.92x of 4 KB, 8-32 KB no better. */
+ * passes of 8 rows read them. */
 #ifndef FX_Q8_PF
 #define FX_Q8_PF 4096
 #endif
 
-/* A tile is one sequential stream. Where the hardware prefetcher follows
- * it best left alone while the kernel has little work per byte, few x
- * rows go without the software prefetch: measured on a machine with
- * AVX-512 whose OpenBLAS picked its Cooperlake kernels (Zen 4 class),
- * one 226 MB matrix streamed at 1.01-1.04 of a read pass of the same
- * bytes at 45-65 GB/s without (0.85-0.97 with it), and the 246M model's
- * one-row forward pass ran 1.03-1.12x faster (2 rows 1.02x, 4 rows
- * 1.01-1.04x; variants alternated step by step in one process,
- * interleaved with read passes); into L2 from 1 row on lost at 4 rows
- * (0.86x). With more rows per pass the work per byte leaves the stream
- * behind without help: at 6 rows 0.95x without, at 8 0.89-0.92x, at 16
- * 0.95x. So from 5 rows on.
- * Zen 5 (AMD family 1Ah) is the other way round: its hardware prefetcher
- * alone left one-row and two-row steps well short of the bandwidth. The
- * 246M Q8_0 model's forward pass with the prefetch from 1 row on, against
- * from 5, one model copy, the two alternated step by step (16 rounds,
- * 60-72 GB/s): 1 row 1.07x, 2 rows 1.57x (0.49 -> 0.75 of the read pass),
- * 3 rows 1.20x, 4 rows 1.09x; with two model copies, each variant run on
- * each copy, 1.05x / 1.51x / - / 1.06x. Prefetching into L1 2 KB ahead
- * instead was no better there (1.04x / 1.43x / - / 1.07x against none).
- * While another tenant held the machine's bandwidth at 24-33 GB/s, the
- * same comparison gave 1 row 0.95-0.97x, 2 rows 1.03-1.06x, 4 rows 1.03x:
- * there the one-row step already ran at 0.92-0.99 of the read pass, and
- * the prefetch buys most where the step falls short of it.
- * Later the one-row tile took its 16 rows as a constant (tile16), and
- * then it streams best alone on Zen 5 as well: the one-row forward pass
- * without the prefetch, against with it, both with the constant, 1.05-
- * 1.075x (four runs of 250-300 steps alternated, 52-60 GB/s); without
- * the constant, dropping the prefetch lost (0.94x). On one 256 MB matrix
- * at the same moments: 0.97-0.99 of a read pass against 0.85-0.91 before
- * both changes. So from 2 rows on there. */
+/* A tile is one sequential stream. While the kernel has little work per
+ * byte the hardware prefetcher follows it best alone; with more x rows per
+ * pass the work per byte leaves the stream behind without help. So the
+ * software prefetch starts at 5 rows; on Zen 5 (AMD family 1Ah), whose
+ * prefetcher alone leaves two-row steps short of the bandwidth, at 2 (the
+ * one-row tile, tile16, streams best alone there too). */
 size_t fx_q8_r16_prefetch_min_m(void) {
     return fx_cpu_amd_family() >= 0x1a ? 2 : 5;
 }
@@ -137,13 +107,10 @@ FX_ALWAYS_INLINE FX_VNNI void tile16(const int MR, const bool FULL,
     /* A full tile's rows as a constant, so that its line and block
      * offsets are immediates rather than multiples of a run-time stride:
      * fewer address operations per block where five or more x rows leave
-     * the loop the least slack. The 246M Q8_0 model's forward pass on Zen
-     * 5, both forms in one binary alternated step by step (150-200 steps
-     * each): 6 / 16 / 32 / 64 rows 1.08 / 1.05 / 1.055 / 1.06x. One row
-     * with it and without the software prefetch is 1.05-1.075x
-     * (fx_q8_r16_prefetch_min_m); two rows with it lost 0.89x and four
-     * 0.94x, so those keep the run-time form. The same offsets either
-     * way: same bits. */
+     * the loop the least slack; one row too, without the software
+     * prefetch (fx_q8_r16_prefetch_min_m). Two and four rows are slower
+     * with it and keep the run-time form. The same offsets either way:
+     * same bits. */
     if (FULL && (MR == 1 || MR >= 5)) rows = FX_R16_ROWS;
     const __mmask16 rm = FULL ? (__mmask16)0xffff
                               : (__mmask16)((1u << rows) - 1u);
@@ -159,9 +126,7 @@ FX_ALWAYS_INLINE FX_VNNI void tile16(const int MR, const bool FULL,
         if (pf) {
             const uint8_t *end = quants + gb * block_bytes + FX_Q8_PF;
             /* Two rows: one pass over the tile, so its lines can go
-             * once used (prefetchnta against into L2, 246M forward pass,
-             * alternated step by step: 1.01-1.035x in five runs; at four
-             * rows 0.93-0.99x, at eight 0.99x). */
+             * once used (prefetchnta; more rows make more passes). */
             if (MR == 2)
                 for (; pf_at < end; pf_at += 64)
                     _mm_prefetch((const char *)pf_at, _MM_HINT_NTA);
@@ -286,26 +251,20 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
  *     both halves gives each weight row 8 partial sums, and an add tree
  *     (unpack epi32, epi64, shuffle_i32x4: 14 shuffles, 7 adds) folds the
  *     8 vectors into one: fewer shuffles than the transpose, more work
- *     per x row (in L2, one thread: 1.07x and 1.10x the transpose at 1
- *     and 2 rows, about even at 3, 0.95x at 4).
+ *     per x row (the faster of the two up to 2 rows).
  * Both leave row r of the group in lane plain_lanes[r] (so they can share
  * the scales); the scales are gathered in that order (one vpgatherdd of
  * the dword at each row's block start), and only the final store puts
  * the rows back in order. A group of R < 16 rows repeats its last row in
  * the missing lanes, so no byte outside its rows is read; those lanes are
- * not stored. x rows go 16 at a time (8 gave 0.87-0.89x at 16 and 32);
- * with more, the first chunk of 16 keeps each block's Q and scales in the
- * thread's scratch and the next chunks read them there, as R16 reads a
- * tile (64 and 128 rows, in L2: 0.86 -> 1.0 of R16).
+ * not stored. x rows go 16 at a time; with more, the first chunk of 16
+ * keeps each block's Q and scales in the thread's scratch and the next
+ * chunks read them there, as R16 reads a tile.
  *
- * Memory: a group is 16 streams, each advancing 34 bytes a block. With
- * the hardware prefetcher alone one x row read at ~0.3 of R16, with a
- * software prefetch of the next group in address order (one stream, as
- * the old pair kernel did) at ~0.7. A prefetch per row FX_Q8_ROW_PF bytes
- * ahead, running on into the next group's rows past the end of a row,
- * keeps up with the R16 stream (1 x row, 2 threads, N = 2816, K = 1024,
- * 512 MB of copies: 38 -> 54-58 GB/s, R16 50-56 in the same processes;
- * 512 and 2048 bytes did the same on the model). */
+ * Memory: a group is 16 streams, each advancing 34 bytes a block, which
+ * the hardware prefetcher alone follows poorly. A prefetch per row
+ * FX_Q8_ROW_PF bytes ahead, running on into the next group's rows past
+ * the end of a row, keeps up with the R16 stream. */
 #define FX_ROWS 16
 #define FX_ROWS_MR 16
 

@@ -4,8 +4,8 @@
  * fixed order, which makes them more accurate than the f32 they feed.
  * These are O(n) next to the O(n^2) matmuls, so clarity first -- except
  * attention's softmax, which runs over every position for every head and
- * token (17% of a 1000-token prefill with libm's expf and a sequential
- * sum): it has an AVX2 form, with its own exp, that gives the same bits.
+ * token (a large share of a long prefill): it has an AVX2 form, with its
+ * own exp, that gives the same bits.
  */
 #include "kernels.h"
 
@@ -17,10 +17,9 @@ _Static_assert(sizeof(fx_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
                 float eps) {
     if (n == 0) return;
-    /* 8 lanes in registers, not one chain: a single chain of dependent
-     * double adds (and lanes in an array, which the compiler kept in
-     * memory) made this 1.3-2.2 us for n = 1024, 33 calls a step with the
-     * other thread idle meanwhile. The squares are exact in double. */
+    /* 8 lanes in registers, not one chain of dependent double adds: this
+     * runs serially, the other threads idle. The squares are exact in
+     * double. */
     double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -182,8 +181,8 @@ fx_softmax_fn fx_softmax_for(fx_isa isa) {
 /* silu(v) = v * sigmoid(v), with e = exp(-|v|) <= 1 from fx_exp_le0:
  * sigmoid(v) = 1 / (1 + e) for v >= 0 and e / (1 + e) below, so exp never
  * overflows and a vector form can repeat the same operations (libm's
- * expf cannot be, and at 2,816 calls a layer it was ~2% of a one-row
- * decode step). NaN gives NaN (e = 0, numerator 0, NaN * 0). */
+ * expf cannot be vectorized, and this runs thousands of times a layer).
+ * NaN gives NaN (e = 0, numerator 0, NaN * 0). */
 static float silu1(float v) {
     const float e = fx_exp_le0(-fabsf(v));
     const float num = v >= 0.0f ? 1.0f : e;

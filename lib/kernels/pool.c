@@ -11,26 +11,19 @@
  * variables are touched only by a thread that sleeps or wakes a sleeper.
  *
  * How long to poll is adaptive (see struct spin), because the right
- * answer depends on the machine's load. Measured on a 2-vCPU VM where
- * every syscall traps to the hypervisor: with both threads on their own
- * core, a run of 16 tiny tasks costs ~3 us when the other thread polls and
- * 30-50 us when it has to be woken (the previous pool took the mutex on
- * every run and slept after 1000 PAUSEs: nearly always the 30-50 us).
- * But with the machine busy, the other thread is often not running at
- * all, and then every microsecond of polling is wasted (a 50 us poll made
- * runs take ~120 us); yielding the core instead hands it to another
- * process for a whole time slice (milliseconds). PAUSE in the poll loop
- * was slower here too (it can exit to the hypervisor).
+ * answer depends on the machine's load: a run costs far less when the
+ * other thread polls than when it has to be woken, but on a busy machine
+ * the other thread is often not running at all, and then polling is
+ * wasted; yielding the core instead hands it to another process for a
+ * whole time slice. No PAUSE in the poll loop: on a VM it can exit to the
+ * hypervisor.
  *
  * Claiming. A run's tasks are cut into one contiguous share per thread;
  * each thread takes its own share front to back, then steals the back half
  * of another's. Consecutive tasks of a matmul are consecutive weight rows,
- * so each thread reads one forward stream, as a plain read pass does.
- * With one shared counter instead (tasks handed out alternately), each
- * thread's stream jumped every task (~100 KB of Q8_0) and the hardware
- * prefetcher started over: one-row Q8_0 decode read its weights at ~0.75
- * of the read pass's bandwidth on one large matrix, ~0.95 with the same
- * tasks taken in shares. Stealing keeps the balance a counter gave when a
+ * so each thread reads one forward stream, as a plain read pass does
+ * (with one shared counter each thread's stream would jump every task and
+ * the hardware prefetcher start over). Stealing keeps the balance when a
  * thread starts late or is descheduled.
  *
  * Which thread runs which task still varies; callers make results
@@ -53,18 +46,16 @@
 
 /* One waiting thread's poll budget. After a wait that ended in sleep: if
  * the event came within half the maximum budget, polling until then would
- * have been cheaper than the sleep and wake (15-50 us here), so the budget
+ * have been cheaper than the sleep and wake, so the budget
  * grows to twice that gap; if it came later, the poll was wasted, so the
  * budget halves. Waits that the poll covers leave it alone. Owned by one
  * thread; no atomics needed.
  *
  * "When the event came" is the time its producer stamped on it (a run's
  * publication, a run's last task done), not when the sleeper woke up, and
- * the budget grows to the gap, not by doubling against it. The first
- * version did both the other way: with the wake included every wait
- * looked long, and gaps of 3-10 us never fit twice a 1 us budget, so the
- * budget sat at its minimum and most runs of a decode step paid a sleep
- * and a wake (tests/test_kernels_ops.c counts the sleeps). */
+ * the budget grows to the gap, not by doubling against it: otherwise
+ * every wait looks long, short gaps never fit the budget, and it sits at
+ * its minimum (tests/test_kernels_ops.c counts the sleeps). */
 typedef struct spin {
     uint64_t ns;
 } spin;
@@ -115,9 +106,7 @@ typedef struct fx_pool_worker {
 /* Fields in groups by who writes them, each group in cache lines of its
  * own (the pads): a line one thread polls must not be one the other
  * writes for another reason (the caller's prefetch cursor, say, written
- * on every poll of its wait). Measured, 2 threads, a no-op run of 64
- * tasks: 2.5 -> 1.8 us (medians of 20,000); of 2 tasks 1.4-1.7 us either
- * way. */
+ * on every poll of its wait). */
 struct fx_pool {
     /* The caller's alone (and the lock's). */
     fx_alloc alloc;
@@ -427,9 +416,8 @@ void fx_pool_prefetch(fx_pool *pool, unsigned thread, const void *addr,
     if (!pool || thread >= pool->n_threads) return;
     share *sh = &pool->shares[thread];
     /* A seqlock with one writer (the thread that owns the pool's runs):
-     * plain stores and a release fence, no locked instruction. With
-     * seq_cst read-modify-writes each request cost ~0.35 us (the idle
-     * thread polls these lines), 65 requests a one-row step. */
+     * plain stores and a release fence, no locked instruction: the idle
+     * thread polls these lines, and a step makes dozens of requests. */
     const unsigned seq = atomic_load_explicit(&sh->pf_seq, memory_order_relaxed);
     atomic_store_explicit(&sh->pf_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);

@@ -7,6 +7,7 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/matmul.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_avx2.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_avx512.c
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_portable.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_q8.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_q8_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/ops.c

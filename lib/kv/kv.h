@@ -81,6 +81,9 @@ void fx_kv_free(fx_kv *kv);
  * even one). */
 uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
                                 uint64_t bytes);
+/* What one block costs against that budget: its K and V plus the pool's
+ * bookkeeping for it. 0 if block_tokens is 0 or the size overflows. */
+uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens);
 
 uint32_t fx_kv_block_tokens(const fx_kv *kv);
 uint32_t fx_kv_total_blocks(const fx_kv *kv);
@@ -172,7 +175,7 @@ typedef enum fx_kv_layout {
     FX_KV_PAGED = 0,     /* blocks from the pool; adopts and publishes */
     FX_KV_CONTIGUOUS = 1 /* one block as long as the context, allocated at
                             init, outside the pool; neither adopts nor
-                            publishes (the seed's RowKv::Contiguous) */
+                            publishes */
 } fx_kv_layout;
 
 typedef enum fx_kv_lease_state {

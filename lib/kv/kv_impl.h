@@ -1,6 +1,8 @@
 /*
  * kv internals shared by pool.c, radix.c and lease.c. Not an interface:
- * only lib/kv includes it.
+ * only lib/kv includes it. The files call downward only: lease.c uses
+ * pool.c and radix.c, pool.c uses radix.c (eviction, the tree's check),
+ * radix.c uses only what is inline here.
  */
 #ifndef FX_KV_IMPL_H
 #define FX_KV_IMPL_H
@@ -78,27 +80,36 @@ static inline uint64_t kv_available(const fx_kv *kv) {
 /* Every change to a block's refs, pins or tree membership is bracketed by
  * `c0 = kv_class(kv, b); ...change...; kv_reclass(kv, b, c0);` so the
  * class counters cannot drift from the blocks; a block that becomes free
- * goes on the free list here, the one place that can forget it. */
-void kv_reclass(fx_kv *kv, uint32_t b, int before);
+ * goes on the free list here, the one place that can forget it. (Inline
+ * here, so the tree (radix.c) and the pool (pool.c) both use it without
+ * calling into each other.) */
+static inline void kv_reclass(fx_kv *kv, uint32_t b, int before) {
+    int after = kv_class(kv, b);
+    if (after == before) return;
+    kv->count[before]--;
+    kv->count[after]++;
+    if (after == KV_FREE) kv->free_stack[kv->n_free++] = b;
+}
 
 /* Takes a free block (evicting an LRU leaf if none is free) and gives it
  * to a lease: row_refs 1. FX_OK or an internal-error status. */
-fx_status kv_draw(fx_kv *kv, uint32_t *out, fx_error *err);
+fx_status fx_kv_draw(fx_kv *kv, uint32_t *out, fx_error *err);
 
 /* Adds / drops one lease reference; dropping a zero refcount is detected
  * and reported, never wrapped. */
-void kv_ref(fx_kv *kv, uint32_t b);
-fx_status kv_unref(fx_kv *kv, uint32_t b, fx_error *err);
+void fx_kv_ref(fx_kv *kv, uint32_t b);
+fx_status fx_kv_unref(fx_kv *kv, uint32_t b, fx_error *err);
 
 /* Radix helpers (radix.c). */
-uint32_t kv_find_child(const fx_kv *kv, uint32_t node, const int32_t *tokens);
-void kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
-                     const int32_t *tokens);
+uint32_t fx_kv_find_child(const fx_kv *kv, uint32_t node,
+                          const int32_t *tokens);
+void fx_kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
+                        const int32_t *tokens);
 /* Puts b in or takes it out of the LRU list to match whether it is an
  * evictable leaf now. Called after every change that could alter that. */
-void kv_lru_sync(fx_kv *kv, uint32_t b);
+void fx_kv_lru_sync(fx_kv *kv, uint32_t b);
 /* Evicts the least recently used evictable leaf; 0 if there is none. */
-int kv_evict_one(fx_kv *kv);
-fx_status kv_check_tree(const fx_kv *kv, fx_error *err);
+int fx_kv_evict_one(fx_kv *kv);
+fx_status fx_kv_check_tree(const fx_kv *kv, fx_error *err);
 
 #endif /* FX_KV_IMPL_H */

@@ -121,7 +121,8 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
     uint32_t limit = fx_kv_adoptable_blocks(kv, n_prompt);
     uint32_t k = 0, node = kv->root, cached = 0;
     while (k < limit) {
-        uint32_t c = kv_find_child(kv, node, prompt + (size_t)k * kv->block_tokens);
+        uint32_t c =
+            fx_kv_find_child(kv, node, prompt + (size_t)k * kv->block_tokens);
         if (c == KV_NIL) break;
         /* An adopted block that only the tree held stops being evictable:
          * it costs the budget exactly as a new block would. */
@@ -136,15 +137,15 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
     kv->tick++;
     for (uint32_t i = 0; i < k; i++) {
         uint32_t b = lease->table[i];
-        kv_ref(kv, b); /* out of the LRU first: its order is by last_use */
+        fx_kv_ref(kv, b); /* out of the LRU first: its order is by last_use */
         kv->last_use[b] = kv->tick;
         lease->ptrs[i] = fx_kv_block_data(kv, b);
     }
     lease->n_blocks = k;
     lease->adopted = k;
-    /* Seeded, not zero: prefill starts after the adopted prefix. A prefill
-     * that assumed zero re-ran the whole prompt on top of it, writing past
-     * it with RoPE positions 0..n (the seed's issue #37). */
+    /* Starts after the adopted prefix, not at zero: a prefill from zero
+     * would re-run the whole prompt on top of it, writing past it with
+     * RoPE positions 0..n. */
     lease->cursor = k * kv->block_tokens;
     lease->reserve_left = need - k;
     kv->reserved += lease->reserve_left;
@@ -192,7 +193,7 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
                            "kv prepare: row outgrew its reservation and no "
                            "block is free");
         uint32_t b;
-        st = kv_draw(kv, &b, err);
+        st = fx_kv_draw(kv, &b, err);
         if (st != FX_OK) return st;
         if (lease->reserve_left > 0) {
             lease->reserve_left--;
@@ -269,13 +270,13 @@ fx_status fx_kv_lease_publish(fx_kv_lease *lease, const int32_t *tokens,
     for (uint32_t i = 0; i < n; i++) {
         const int32_t *ids = tokens + (size_t)i * bt;
         uint32_t mine = lease->table[i];
-        uint32_t have = kv_find_child(kv, node, ids);
+        uint32_t have = fx_kv_find_child(kv, node, ids);
         if (have == KV_NIL) {
             if (kv_in_tree(kv, mine))
                 return fx_fail(err, FX_ERR_INTERNAL,
                                "kv publish: internal error: block %u is in "
                                "the tree off this lease's path", mine);
-            kv_insert_child(kv, node, mine, ids);
+            fx_kv_insert_child(kv, node, mine, ids);
             have = mine;
         } else if (have != mine) {
             /* Another row computed (or this one adopted a shorter prefix
@@ -285,10 +286,10 @@ fx_status fx_kv_lease_publish(fx_kv_lease *lease, const int32_t *tokens,
              * determinism contract), so the swap cannot change what this
              * row computes next. It also keeps the lease's in-tree blocks
              * one root path, which eviction relies on (kv.h). */
-            kv_ref(kv, have);
+            fx_kv_ref(kv, have);
             lease->table[i] = have;
             lease->ptrs[i] = fx_kv_block_data(kv, have);
-            st = kv_unref(kv, mine, err);
+            st = fx_kv_unref(kv, mine, err);
             if (st != FX_OK) return st;
         }
         kv->last_use[have] = kv->tick;
@@ -313,7 +314,7 @@ fx_status fx_kv_lease_release(fx_kv_lease *lease, fx_error *err) {
     for (uint32_t i = lease->n_blocks; i-- > 0;) {
         uint32_t b = lease->table[i];
         if (kv_in_tree(kv, b)) kv->last_use[b] = kv->tick;
-        fx_status st = kv_unref(kv, b, first == FX_OK ? err : NULL);
+        fx_status st = fx_kv_unref(kv, b, first == FX_OK ? err : NULL);
         if (first == FX_OK) first = st;
     }
     kv->reserved -= lease->reserve_left;

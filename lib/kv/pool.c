@@ -20,15 +20,20 @@ static size_t block_floats_checked(const fx_hparams *hp, uint64_t block_tokens) 
     return fx_kv_block_floats(hp, (uint32_t)block_tokens);
 }
 
-uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                                uint64_t bytes) {
-    if (block_tokens == 0) block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
+uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens) {
     size_t floats = block_floats_checked(hp, block_tokens);
     if (floats == 0) return 0;
     /* Per-block bookkeeping (refcount, free slot, node links, the edge's
      * token ids, LRU links, scratch) counts too, so a budget is a budget. */
-    uint64_t per = (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
-                   2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
+    return (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
+           2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
+}
+
+uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                                uint64_t bytes) {
+    if (block_tokens == 0) block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
+    uint64_t per = fx_kv_block_bytes(hp, block_tokens);
+    if (per == 0) return 0;
     uint64_t n = bytes / per;
     return n >= UINT32_MAX - 1 ? UINT32_MAX - 2 : (uint32_t)n;
 }
@@ -162,18 +167,10 @@ uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b) {
     return kv->row_refs[b] + (kv_in_tree(kv, b) ? 1u : 0u);
 }
 
-/* ---- class bookkeeping ---- */
+/* ---- drawing and referencing blocks ---- */
 
-void kv_reclass(fx_kv *kv, uint32_t b, int before) {
-    int after = kv_class(kv, b);
-    if (after == before) return;
-    kv->count[before]--;
-    kv->count[after]++;
-    if (after == KV_FREE) kv->free_stack[kv->n_free++] = b;
-}
-
-fx_status kv_draw(fx_kv *kv, uint32_t *out, fx_error *err) {
-    if (kv->n_free == 0 && !kv_evict_one(kv))
+fx_status fx_kv_draw(fx_kv *kv, uint32_t *out, fx_error *err) {
+    if (kv->n_free == 0 && !fx_kv_evict_one(kv))
         return fx_fail(err, FX_ERR_INTERNAL,
                        "kv: internal error: no free block and nothing "
                        "evictable although the budget promised one");
@@ -187,14 +184,14 @@ fx_status kv_draw(fx_kv *kv, uint32_t *out, fx_error *err) {
     return FX_OK;
 }
 
-void kv_ref(fx_kv *kv, uint32_t b) {
+void fx_kv_ref(fx_kv *kv, uint32_t b) {
     int c0 = kv_class(kv, b);
     kv->row_refs[b]++;
     kv_reclass(kv, b, c0);
-    kv_lru_sync(kv, b);
+    fx_kv_lru_sync(kv, b);
 }
 
-fx_status kv_unref(fx_kv *kv, uint32_t b, fx_error *err) {
+fx_status fx_kv_unref(fx_kv *kv, uint32_t b, fx_error *err) {
     /* A refcount that went negative would wrap to 4 billion holders and
      * the block would never come back -- or, if the decrement were
      * skipped elsewhere, come back twice and be handed to two rows. */
@@ -204,7 +201,7 @@ fx_status kv_unref(fx_kv *kv, uint32_t b, fx_error *err) {
     int c0 = kv_class(kv, b);
     kv->row_refs[b]--;
     kv_reclass(kv, b, c0);
-    kv_lru_sync(kv, b);
+    fx_kv_lru_sync(kv, b);
     return FX_OK;
 }
 
@@ -314,5 +311,5 @@ fx_status fx_kv_check(const fx_kv *kv, fx_error *err) {
                        count[KV_CACHED]);
     fx_status st = check_leases(kv, err);
     if (st != FX_OK) return st;
-    return kv_check_tree(kv, err);
+    return fx_kv_check_tree(kv, err);
 }

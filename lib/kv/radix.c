@@ -7,7 +7,8 @@
 
 #include <string.h>
 
-uint32_t kv_find_child(const fx_kv *kv, uint32_t node, const int32_t *tokens) {
+uint32_t fx_kv_find_child(const fx_kv *kv, uint32_t node,
+                          const int32_t *tokens) {
     size_t bytes = (size_t)kv->block_tokens * sizeof *tokens;
     for (uint32_t c = kv->first_child[node]; c != KV_NIL; c = kv->next_sibling[c])
         if (kv_node_tokens(kv, c)[0] == tokens[0] &&
@@ -16,8 +17,8 @@ uint32_t kv_find_child(const fx_kv *kv, uint32_t node, const int32_t *tokens) {
     return KV_NIL;
 }
 
-void kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
-                     const int32_t *tokens) {
+void fx_kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
+                        const int32_t *tokens) {
     int c0 = kv_class(kv, b);
     memcpy(kv->tokens + (size_t)b * kv->block_tokens, tokens,
            (size_t)kv->block_tokens * sizeof *tokens);
@@ -32,9 +33,9 @@ void kv_insert_child(fx_kv *kv, uint32_t node, uint32_t b,
     kv->last_use[b] = kv->tick;
     kv->n_nodes++;
     kv_reclass(kv, b, c0);
-    kv_lru_sync(kv, b);
+    fx_kv_lru_sync(kv, b);
     /* The parent has a child now: no longer a leaf, so not evictable. */
-    if (node != kv->root) kv_lru_sync(kv, node);
+    if (node != kv->root) fx_kv_lru_sync(kv, node);
 }
 
 /* ---- LRU of evictable leaves ---- */
@@ -75,15 +76,15 @@ static void lru_insert(fx_kv *kv, uint32_t b) {
     kv->in_lru[b] = 1;
 }
 
-void kv_lru_sync(fx_kv *kv, uint32_t b) {
+void fx_kv_lru_sync(fx_kv *kv, uint32_t b) {
     int want = evictable(kv, b);
     if (want && !kv->in_lru[b]) lru_insert(kv, b);
     else if (!want && kv->in_lru[b]) lru_unlink(kv, b);
 }
 
-int kv_evict_one(fx_kv *kv) {
+int fx_kv_evict_one(fx_kv *kv) {
     uint32_t b = kv->lru_head;
-    /* Only evictable leaves are ever in the list (kv_lru_sync keeps it so
+    /* Only evictable leaves are ever in the list (fx_kv_lru_sync keeps it so
      * on every change), which is the whole guarantee that a block a row
      * reads or a pin protects is never handed to someone else. Checked
      * again here because the price of being wrong is silent corruption. */
@@ -99,13 +100,13 @@ int kv_evict_one(fx_kv *kv) {
     kv->n_nodes--;
     kv_reclass(kv, b, c0);
     /* Its parent may have just become an unreferenced leaf. */
-    if (p != kv->root) kv_lru_sync(kv, p);
+    if (p != kv->root) fx_kv_lru_sync(kv, p);
     return 1;
 }
 
 void fx_kv_evict(fx_kv *kv, uint32_t n, uint32_t *evicted) {
     uint32_t done = 0;
-    while (done < n && kv_evict_one(kv)) done++;
+    while (done < n && fx_kv_evict_one(kv)) done++;
     if (evicted) *evicted = done;
 }
 
@@ -117,7 +118,7 @@ uint32_t fx_kv_match(const fx_kv *kv, const int32_t *tokens, size_t n_tokens,
     size_t full = n_tokens / kv->block_tokens;
     uint32_t node = kv->root, k = 0;
     while (k < max_blocks && k < full) {
-        uint32_t c = kv_find_child(kv, node, tokens + (size_t)k * kv->block_tokens);
+        uint32_t c = fx_kv_find_child(kv, node, tokens + (size_t)k * kv->block_tokens);
         if (c == KV_NIL) break;
         node = c;
         k++;
@@ -144,7 +145,7 @@ fx_status fx_kv_pin_prefix(fx_kv *kv, const int32_t *tokens, size_t n_tokens,
      * out; pinning one a lease holds changes nothing until the lease
      * lets go, and then it moves from row to pinned, not to available. */
     while (k < full) {
-        uint32_t c = kv_find_child(kv, node, tokens + (size_t)k * kv->block_tokens);
+        uint32_t c = fx_kv_find_child(kv, node, tokens + (size_t)k * kv->block_tokens);
         if (c == KV_NIL) break;
         if (kv_class(kv, c) == KV_CACHED) cost++;
         node = c;
@@ -160,7 +161,7 @@ fx_status fx_kv_pin_prefix(fx_kv *kv, const int32_t *tokens, size_t n_tokens,
         kv->pins[b]++;
         kv->last_use[b] = kv->tick;
         kv_reclass(kv, b, c0);
-        kv_lru_sync(kv, b);
+        fx_kv_lru_sync(kv, b);
     }
     pin->node = node;
     pin->n_blocks = k;
@@ -197,14 +198,14 @@ fx_status fx_kv_unpin(fx_kv *kv, fx_kv_pin *pin, fx_error *err) {
         kv->pins[b]--;
         kv->last_use[b] = kv->tick;
         kv_reclass(kv, b, c0);
-        kv_lru_sync(kv, b);
+        fx_kv_lru_sync(kv, b);
     }
     return FX_OK;
 }
 
 /* ---- the tree half of fx_kv_check ---- */
 
-fx_status kv_check_tree(const fx_kv *kv, fx_error *err) {
+fx_status fx_kv_check_tree(const fx_kv *kv, fx_error *err) {
     uint32_t nodes = 0, children = 0, evictables = 0;
     for (uint32_t b = 0; b < kv->n_blocks; b++) {
         int held = kv->row_refs[b] > 0 || kv->pins[b] > 0;

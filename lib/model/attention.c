@@ -210,15 +210,13 @@ static FX_AVX2 void weighted_sum_avx2(float *out, const float *p, size_t p_ld,
  *
  * weighted_sum above keeps 2 heads x 32 elements in ymm registers, so a
  * group of 4 heads of 64 reads every value row 4 times, the first two
- * passes taking half of each row's lines from memory: at 1000 positions
- * one-row attention ran at ~8 GB/s per core, far below the stream rate.
+ * passes taking half of each row's lines from memory, far below the
+ * stream rate.
  * With 32 zmm registers a group's whole output (up to 16 zmm: 4 heads of
  * 64, 2 of 128) stays in registers and each value row is read once, in
  * order. Per element the same fmas in the same order (the header).
- * Measured at ~1000 positions (246M model, one row): 13.6-15.4 -> 10.1-
- * 10.8 us per task (a KV head's 4 query heads). The scores did not gain
- * from the same treatment (4 heads x 8 keys in zmm: 14-16 us against 14):
- * they read each key row once already, and wait on memory. */
+ * The scores gain nothing from the same treatment: they read each key
+ * row once already, and wait on memory. */
 #define FX_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 /* HC heads x 16 * R elements of out in zmm registers across all n keys. */

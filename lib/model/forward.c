@@ -159,8 +159,8 @@ static void place_token(void *ctx, size_t t, unsigned thread) {
  * (a norm's weights, the KV slots of the token) are cold by then: a step
  * streams every weight past the caches between two visits to a layer.
  * Touched right before the matmul that precedes their use, they arrive
- * while it runs; cold, a 1024-float norm took ~2.5 us instead of ~0.7
- * (33 a step, the other thread idle meanwhile). */
+ * while it runs; cold, a norm costs several times as much, the other
+ * thread idle meanwhile. */
 /* Tokens whose KV slots are prefetched (a decode step's rows; a long
  * prefill would only issue prefetches for lines it is about to write). */
 #define FX_SMALL_PREFETCH_TOKENS 64u
@@ -176,8 +176,8 @@ static void prefetch_lines(const void *p, size_t bytes, bool for_write) {
 /* How far ahead of the scores loop keys and values are prefetched. A
  * decode step streams every weight between two visits to a layer's KV,
  * so the KV comes from DRAM each time, a head's slice of it in 256-byte
- * pieces 1 KB or more apart: left to the hardware, one-row attention took
- * ~14 us a layer of the 246M model, ~7 us prefetched (2 threads). */
+ * pieces 1 KB or more apart, which the hardware prefetcher alone follows
+ * poorly. */
 #define FX_KV_PREFETCH_POSITIONS 64u
 
 /* Keeps one head's keys (or values) prefetched FX_KV_PREFETCH_POSITIONS
@@ -249,12 +249,7 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
 /* From this many tokens a call, the per-token serial work between
  * matmuls (residual adds, norms, SwiGLU) runs on every pool thread, one
  * token a task: one pool run costs about as much as the halved work saves
- * at 8 tokens. The 246M forward pass on Zen 5, 2 threads, one copy, the
- * thresholds 16 and never alternated step by step between read passes
- * (16-24 rounds): Q8_0 32 tokens 1.005-1.049x (median of four runs 1.03),
- * 16 tokens 1.023x, 64 tokens 1.040x; F32 32 tokens 1.018x, 64 tokens
- * 1.030x; F16 32 tokens 0.996x (at 36 GB/s). From 2 tokens on: 4 tokens
- * 0.990x, 8 tokens 0.982x. Same bits either way: each token's own ops. */
+ * at 8 tokens. Same bits either way: each token's own ops. */
 #define FX_PARALLEL_TOKENS_MIN 16u
 
 /* A residual add (x += proj) and/or an rmsnorm of x into xb, per token,
@@ -405,17 +400,10 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         /* A token that shares the call with earlier tokens of its own
          * sequence attends to their K and V of this layer, so then every
          * token's are stored before any attends (from 16 tokens on every
-         * thread: prefill chunks of one sequence, Q8_0 16 / 32 / 64
-         * tokens 1.004 / 1.007 / 1.009x). Otherwise each attention task
-         * stores its own first (place_kv), and the caller's serial RoPE
-         * and stores are gone: they read q, k and v that both threads
-         * wrote, and a line from the other core costs ~0.5 us on this VM
-         * (a ping-pong round trip between its two vCPUs took 1.0-1.1 us),
-         * so one token's took 5-7 us a layer of the 246M model: a third
-         * of the caller's time between runs in a one-row step, ~1% of it. Alternated step by step
-         * between read passes (20 rounds): F16 1 row 1.006-1.008x, Q8_0 1
-         * row 1.005-1.014x, 16 rows Q8_0 1.005x, F32 1.008x. Same bits:
-         * every head gets the same operations either way. */
+         * thread). Otherwise each attention task stores its own first
+         * (place_kv): a serial RoPE and store in the caller would read q,
+         * k and v that both threads wrote, a cross-core line each. Same
+         * bits: every head gets the same operations either way. */
         attn_job job = {f, tokens, views, l, rope_mode, own_seqs};
         if (!own_seqs) {
             if (n >= FX_PARALLEL_TOKENS_MIN) {

@@ -76,10 +76,9 @@ fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
  * pages and points them there, Q8_0 repacked into FX_WTYPE_Q8_0_R16
  * (fx_kernels_prefer_r16), F16 and BF16 into their R12 forms where the
  * kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even and K
- * % 8 == 0, the others as they are: the same bits out of every matmul. Measured, decode of the 246M model against the file
- * mapping, binaries alternated, 1 / 4 / 16 rows: F16 (copied) 1.25 /
- * 1.23 / 1.11x, Q8_0 (repacked) 1.33 / 1.17 / 1.10x; F32 (copied) 1.14x
- * at one row. The file's pages of those tensors are then released
+ * % 8 == 0, the others as they are: the same bits out of every matmul,
+ * decode faster than from the file mapping. The file's pages of those
+ * tensors are then released
  * (fx_gguf_release), so the copy does not double the resident memory.
  * On failure w is unchanged. */
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,

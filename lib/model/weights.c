@@ -140,8 +140,7 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
         fx_free(alloc, list);
         return FX_OK;
     }
-    /* On huge pages (measured: load 1.3 s -> 0.7 s for 220 MB, from the
-     * page faults alone). */
+    /* On huge pages: fewer page faults at load, fewer TLB misses after. */
     void *raw = NULL;
     uint8_t *at = total <= SIZE_MAX
                       ? fx_malloc_huge(alloc, (size_t)total, &raw)

@@ -2,9 +2,9 @@
  * The live parse: a set of pushdown stacks over the compiled program, and
  * the mask walk that finds every token the grammar allows next by walking
  * the vocabulary's byte trie once, advancing the stacks one byte at a time
- * and pruning a whole subtree the moment no stack survives. llama.cpp
- * instead tests every token string from scratch (~14 ms per token on a
- * 32k vocabulary); sharing prefixes is what makes the walk cheap.
+ * and pruning a whole subtree the moment no stack survives. Sharing
+ * prefixes, rather than testing every token string from scratch, is what
+ * makes the walk cheap.
  *
  * Stacks share their lower frames (a frame names its parent), so a set of
  * stacks costs a few frames each. Frames a walk makes live in per-batcher
@@ -527,8 +527,7 @@ static void compute_loops(const fx_grammar *g, fx_gwork *w, gwalk_level *L) {
 }
 
 /* Subtrees with fewer tokens are walked: computing a level's loops costs
- * a few advances, more than walking a handful of leaves (measured: 8
- * beats 2, 4, 16 and 32 on json.gbnf with llama-spm). */
+ * a few advances, more than walking a handful of leaves. */
 #define LOOP_MIN_TOKENS 8u
 
 fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,

@@ -432,25 +432,19 @@ static fx_status parse_rule(gb *b, const char **pp) {
     return FX_OK;
 }
 
-/* Nullable rules (a worklist over alternatives, linear in the program),
- * then a search for a cycle of rules each reachable from the one before
- * through a nullable prefix: left recursion, which would expand forever. */
-static fx_status check_recursion(const fx_grammar *g, const size_t *pos,
-                                 const uint8_t *star, const char *const *names,
-                                 size_t *bad_pos,
-                                 int *bad_star, uint32_t *bad_rule) {
+/* Which rules can match the empty string (nullable[r] = 1; the caller
+ * zeroes it): a worklist over alternatives, each waiting until all of its
+ * rule references are known nullable; linear in the program. */
+static fx_status find_nullable(const fx_grammar *g, uint8_t *nullable) {
     const fx_alloc *al = &g->alloc;
     uint32_t nr = g->n_rules, na = g->n_alts;
     uint32_t *cnt = fx_calloc(al, na, sizeof *cnt);
     uint32_t *alt_rule = fx_malloc_array(al, na, sizeof *alt_rule);
     uint32_t *ref_start = fx_calloc(al, (size_t)nr + 1, sizeof *ref_start);
-    uint8_t *nullable = fx_calloc(al, nr, 1);
     uint32_t *queue = fx_malloc_array(al, nr, sizeof *queue);
-    uint32_t *refs = NULL, *edge_start = NULL, *edges = NULL, *stk = NULL,
-             *iter = NULL;
-    uint8_t *color = NULL;
+    uint32_t *refs = NULL, *iter = NULL;
     fx_status st = FX_ERR_NOMEM;
-    if (!cnt || !alt_rule || !ref_start || !nullable || !queue) goto out;
+    if (!cnt || !alt_rule || !ref_start || !queue) goto out;
     /* Per alternative: rule references left before it is known nullable,
      * or UINT32_MAX when it has a terminal. */
     uint32_t n_refs = 0;
@@ -493,12 +487,33 @@ static fx_status check_recursion(const fx_grammar *g, const size_t *pos,
             }
         }
     }
-    /* Edges r -> s: s is referenced after a nullable prefix of r. */
-    edge_start = fx_calloc(al, (size_t)nr + 1, sizeof *edge_start);
-    edges = fx_malloc_array(al, n_refs ? n_refs : 1, sizeof *edges);
-    stk = fx_malloc_array(al, nr, sizeof *stk);
-    color = fx_calloc(al, nr, 1);
-    if (!edge_start || !edges || !stk || !color) goto out;
+    st = FX_OK;
+out:
+    fx_free(al, cnt); fx_free(al, alt_rule); fx_free(al, ref_start);
+    fx_free(al, queue); fx_free(al, refs); fx_free(al, iter);
+    return st;
+}
+
+/* A cycle of rules each reachable from the one before through a nullable
+ * prefix: left recursion, which would expand forever. An iterative
+ * depth-first search over the edges r -> s (s referenced after a nullable
+ * prefix of r); a cycle is FX_ERR_GRAMMAR with the rule to blame. */
+static fx_status find_left_cycle(const fx_grammar *g, const uint8_t *nullable,
+                                 const size_t *pos, const uint8_t *star,
+                                 const char *const *names, size_t *bad_pos,
+                                 int *bad_star, uint32_t *bad_rule) {
+    const fx_alloc *al = &g->alloc;
+    uint32_t nr = g->n_rules, n_refs = 0;
+    for (uint32_t a = 0; a < g->n_alts; a++)
+        for (uint32_t e = g->alts[a]; g->elems[e].type > FX_G_ALT; e++)
+            if (g->elems[e].type == FX_G_RULE) n_refs++;
+    uint32_t *edge_start = fx_calloc(al, (size_t)nr + 1, sizeof *edge_start);
+    uint32_t *edges = fx_malloc_array(al, n_refs ? n_refs : 1, sizeof *edges);
+    uint32_t *stk = fx_malloc_array(al, nr, sizeof *stk);
+    uint32_t *iter = fx_calloc(al, (size_t)nr + 1, sizeof *iter);
+    uint8_t *color = fx_calloc(al, nr, 1);
+    fx_status st = FX_ERR_NOMEM;
+    if (!edge_start || !edges || !stk || !iter || !color) goto out;
     uint32_t ne = 0;
     for (uint32_t r = 0; r < nr; r++) {
         edge_start[r] = ne;
@@ -509,8 +524,7 @@ static fx_status check_recursion(const fx_grammar *g, const size_t *pos,
             }
     }
     edge_start[nr] = ne;
-    /* Iterative depth-first search; grey (1) nodes are on the stack. */
-    memset(iter, 0, ((size_t)nr + 1) * sizeof *iter);
+    /* Grey (1) nodes are on the stack. */
     st = FX_OK;
     for (uint32_t s0 = 0; s0 < nr && st == FX_OK; s0++) {
         if (color[s0]) continue;
@@ -547,10 +561,24 @@ static fx_status check_recursion(const fx_grammar *g, const size_t *pos,
         }
     }
 out:
-    fx_free(al, cnt); fx_free(al, alt_rule); fx_free(al, ref_start);
-    fx_free(al, nullable); fx_free(al, queue); fx_free(al, refs);
-    fx_free(al, iter); fx_free(al, edge_start); fx_free(al, edges);
-    fx_free(al, stk); fx_free(al, color);
+    fx_free(al, edge_start); fx_free(al, edges); fx_free(al, stk);
+    fx_free(al, iter); fx_free(al, color);
+    return st;
+}
+
+/* Left recursion, direct or through nullable rules: the nullable rules
+ * first, then a cycle through nullable prefixes. */
+static fx_status check_recursion(const fx_grammar *g, const size_t *pos,
+                                 const uint8_t *star, const char *const *names,
+                                 size_t *bad_pos,
+                                 int *bad_star, uint32_t *bad_rule) {
+    uint8_t *nullable = fx_calloc(&g->alloc, g->n_rules, 1);
+    if (!nullable) return FX_ERR_NOMEM;
+    fx_status st = find_nullable(g, nullable);
+    if (st == FX_OK)
+        st = find_left_cycle(g, nullable, pos, star, names, bad_pos, bad_star,
+                             bad_rule);
+    fx_free(&g->alloc, nullable);
     return st;
 }
 

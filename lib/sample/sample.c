@@ -1,3 +1,10 @@
+/*
+ * The samplers: a row's random stream (xoshiro256**), the chain that
+ * turns its logits into a token (bias, penalties, top-k, typical, top-p,
+ * min-p, temperature, the draw), greedy argmax, and log-probabilities.
+ * sample.h says what each guarantees; a row's grammar masks in
+ * grammar_match.c, before the chain runs.
+ */
 #include "sample.h"
 
 #include "../tokenizer/tokenizer.h"
@@ -72,11 +79,10 @@ fx_status fx_sampler_init(fx_sampler *s, const fx_sampling *cfg,
  * moves only on a strictly larger value stops -- so NaN never wins (unless
  * it is logits[0], which nothing then beats) and of equal values (-0 and
  * +0 too) the first does. Greedy decoding calls this for every row every
- * step: the scan reloading logits[best] made a 32000-token vocabulary
- * take ~130 us (a load in every iteration's dependency chain), as much as
- * 3% of a one-row step. Now two passes: the largest value, in lanes
- * (x > m ? x : m, which keeps m for a NaN x: SSE's maxps, baseline on
- * x86-64), then the first index equal to it: 3.4 us. */
+ * step, and a scan reloading logits[best] puts a load in every
+ * iteration's dependency chain. So two passes: the largest value, in
+ * lanes (x > m ? x : m, which keeps m for a NaN x: SSE's maxps, baseline
+ * on x86-64), then the first index equal to it. */
 int32_t fx_argmax(const float *logits, uint32_t n) {
     if (n == 0 || logits[0] != logits[0]) return 0;
     float mx = logits[0];

@@ -45,10 +45,11 @@ typedef struct fx_candidate {
 } fx_candidate;
 
 /* One row's sampler: its settings, its random stream, and its live grammar
- * parse -- one value (DESIGN invariant 7, seed: Slot.sample), so no code
- * path can advance one without the other or keep one after freeing the
- * other. The candidate scratch is the caller's (one per batcher, rows
- * sample one at a time), so a queued row costs no vocabulary-sized memory.
+ * parse -- one value (DESIGN invariant 7), so no code path can advance
+ * one without the other or keep one after freeing the other. The
+ * candidate scratch is the caller's (one per sampling thread of a batcher:
+ * rows without a grammar sample in parallel), so a queued row costs no
+ * vocabulary-sized memory.
  * The chain is llama.cpp's default order (common_sampler: logit bias,
  * penalties, [dry, top-n-sigma,] top-k, typical, top-p, min-p, [xtc,]
  * temperature, dist), with a grammar masking before all of them; top-p,

@@ -20,8 +20,8 @@
  *   free:    fx_textout_free(t)
  *
  * Every chunk released is valid UTF-8 and ends on a character boundary.
- * Because push and finish APPEND, `out` can be the row's whole answer (the
- * seed's `visible`): the new chunk is its tail, and the event can point
+ * Because push and finish APPEND, `out` can be the row's whole visible
+ * answer: the new chunk is its tail, and the event can point
  * at or copy that tail -- the released bytes are written once, in place.
  * Objects here are not locked; one row's objects are used by one thread at
  * a time, and different rows share nothing.
@@ -170,7 +170,7 @@ uint64_t fx_stop_work(const fx_stop *m);
 
 /* ---- the per-row pipeline the batcher uses ---- */
 
-/* fx_utf8 feeding fx_stop, as the seed's reply_finished composes them. */
+/* fx_utf8 feeding fx_stop: one row's text from token bytes to release. */
 typedef struct fx_textout fx_textout;
 
 /* Same arguments and errors as fx_stop_create. */

@@ -1,9 +1,8 @@
 /*
  * One row's text pipeline: token bytes -> UTF-8 stream -> stop matcher ->
- * the caller's buffer. The order and the end-of-row sequence are the
- * seed's reply_finished: a character cut off at the end becomes U+FFFD and
- * goes through the stop matcher like any other text, and only then is the
- * held stop prefix released.
+ * the caller's buffer. At the end of a row, a character cut off becomes
+ * U+FFFD and goes through the stop matcher like any other text, and only
+ * then is the held stop prefix released.
  */
 #include <string.h>
 

@@ -43,19 +43,19 @@ static void piece(const struct fx_vocab *v, int32_t id, uint32_t flags, writer *
     size_t len;
     const char *s = fx_vocab_token_text(v, id, &len);
     switch (v->types[id]) {
-    case FX_TOKTYPE_CONTROL:
-    case FX_TOKTYPE_UNKNOWN:
+    case FX_TOKEN_TYPE_CONTROL:
+    case FX_TOKEN_TYPE_UNKNOWN:
         if (flags & FX_DETOKENIZE_RENDER_SPECIAL) wput(w, s, len);
         return;
-    case FX_TOKTYPE_USER_DEFINED:
+    case FX_TOKEN_TYPE_USER_DEFINED:
         wput(w, s, len);
         return;
-    case FX_TOKTYPE_BYTE: {
+    case FX_TOKEN_TYPE_BYTE: {
         unsigned char b = (unsigned char)(hexval(s[3]) * 16 + hexval(s[4]));
         wput(w, &b, 1);
         return;
     }
-    case FX_TOKTYPE_NORMAL:
+    case FX_TOKEN_TYPE_NORMAL:
         break;
     default: /* unused and undefined tokens stand for nothing */
         return;

@@ -24,7 +24,14 @@ else()
   set(_fx_utf8proc_libs ${FX_UTF8PROC_LIBRARY})
   set(_fx_utf8proc_incs ${FX_UTF8PROC_INCLUDE_DIR})
 endif()
-list(APPEND FX_PRIVATE_LIBS ${_fx_utf8proc_libs})
+# Users of the static library link utf8proc too: in this build tree by
+# the path found above; installed, as ferrox::utf8proc, which
+# ferroxConfig.cmake looks up on the user's machine (a path from this
+# machine, e.g. /usr/lib/x86_64-linux-gnu, means nothing there).
+foreach(_fx_lib IN LISTS _fx_utf8proc_libs)
+  list(APPEND FX_PRIVATE_LIBS $<BUILD_INTERFACE:${_fx_lib}>)
+endforeach()
+list(APPEND FX_PRIVATE_LIBS $<INSTALL_INTERFACE:ferrox::utf8proc>)
 list(APPEND FX_PC_LIBS_PRIVATE -lutf8proc)
 if(_fx_utf8proc_incs)
   set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/pretok.c APPEND PROPERTY

@@ -16,17 +16,6 @@
 
 struct fx_vocab;
 
-/* Token types as numbered by GGUF (tokenizer.ggml.token_type). */
-enum {
-    FX_TOKTYPE_UNDEFINED = 0,
-    FX_TOKTYPE_NORMAL = 1,
-    FX_TOKTYPE_UNKNOWN = 2,
-    FX_TOKTYPE_CONTROL = 3,
-    FX_TOKTYPE_USER_DEFINED = 4,
-    FX_TOKTYPE_UNUSED = 5,
-    FX_TOKTYPE_BYTE = 6
-};
-
 /* Tokens longer than this are refused at load (RELIABILITY 16): no real
  * vocabulary comes near it, and it bounds every per-token buffer. */
 #define FX_VOCAB_MAX_TOKEN_LEN 65536u
@@ -45,8 +34,8 @@ int32_t fx_vocab_find(const struct fx_vocab *vocab, const char *text,
                       size_t len);
 
 uint32_t fx_vocab_n_tokens(const struct fx_vocab *vocab);
-/* FX_TOKTYPE_*; FX_TOKTYPE_UNDEFINED for an id out of range. */
-int fx_vocab_token_type(const struct fx_vocab *vocab, int32_t id);
+/* FX_TOKEN_TYPE_UNDEFINED for an id out of range. */
+fx_token_type_t fx_vocab_token_type(const struct fx_vocab *vocab, int32_t id);
 /* The stored text of a token (SentencePiece `▁` and GPT-2 byte-map form
  * included), or NULL for an id out of range. Not NUL-terminated. */
 const char *fx_vocab_token_text(const struct fx_vocab *vocab, int32_t id,

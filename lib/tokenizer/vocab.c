@@ -115,9 +115,9 @@ static void merge_insert(struct fx_vocab *v, int32_t r) {
 
 uint32_t fx_vocab_n_tokens(const struct fx_vocab *v) { return v ? v->n_tokens : 0; }
 
-int fx_vocab_token_type(const struct fx_vocab *v, int32_t id) {
-    if (!v || id < 0 || (uint32_t)id >= v->n_tokens) return FX_TOKTYPE_UNDEFINED;
-    return v->types[id];
+fx_token_type_t fx_vocab_token_type(const struct fx_vocab *v, int32_t id) {
+    if (!v || id < 0 || (uint32_t)id >= v->n_tokens) return FX_TOKEN_TYPE_UNDEFINED;
+    return (fx_token_type_t)v->types[id]; /* checked at load: 0..6 */
 }
 
 const char *fx_vocab_token_text(const struct fx_vocab *v, int32_t id, size_t *len) {
@@ -293,7 +293,7 @@ static fx_status load_tokens(struct fx_vocab *v, const fx_gguf *g, fx_error *err
         v->tok_off[i] = off;
         if (strs[i].len) memcpy(v->text + off, strs[i].ptr, (size_t)strs[i].len);
         off += (size_t)strs[i].len;
-        v->types[i] = FX_TOKTYPE_NORMAL; /* llama.cpp's default without types */
+        v->types[i] = FX_TOKEN_TYPE_NORMAL; /* llama.cpp's default without types */
     }
     v->tok_off[n] = off;
     st = alloc_slots(&v->alloc, n, &v->tok_slots, &v->tok_mask, err);
@@ -319,7 +319,7 @@ static fx_status load_scores_types(struct fx_vocab *v, const fx_gguf *g, fx_erro
     if (st != FX_OK) return st;
     for (uint32_t i = 0; kv && i < v->n_tokens; i++) {
         int64_t t = fx_gguf_array_int(kv, i);
-        if (t < FX_TOKTYPE_UNDEFINED || t > FX_TOKTYPE_BYTE)
+        if (t < FX_TOKEN_TYPE_UNDEFINED || t > FX_TOKEN_TYPE_BYTE)
             return fx_fail(err, FX_ERR_BAD_VOCAB, "tokenizer.ggml.token_type[%u] = %lld is not a token type (0..6)",
                            i, (long long)t);
         v->types[i] = (uint8_t)t;
@@ -333,7 +333,7 @@ static fx_status load_scores_types(struct fx_vocab *v, const fx_gguf *g, fx_erro
 static fx_status load_byte_tokens(struct fx_vocab *v, fx_error *err) {
     for (int b = 0; b < 256; b++) v->byte_tok[b] = -1;
     for (uint32_t i = 0; i < v->n_tokens; i++) {
-        if (v->types[i] != FX_TOKTYPE_BYTE) continue;
+        if (v->types[i] != FX_TOKEN_TYPE_BYTE) continue;
         size_t len;
         const char *s = tok_ptr(v, (int32_t)i, &len);
         int hi = len == 6 ? hexval(s[3]) : -1, lo = len == 6 ? hexval(s[4]) : -1;
@@ -455,11 +455,11 @@ static fx_status load_specials(struct fx_vocab *v, const fx_gguf *g, fx_error *e
     if (v->special[FX_TOKEN_EOT] < 0) {
         for (size_t k = 0; v->special[FX_TOKEN_EOT] < 0 && k < sizeof eot_texts / sizeof eot_texts[0]; k++)
             v->special[FX_TOKEN_EOT] = fx_vocab_find(v, eot_texts[k], strlen(eot_texts[k]));
-        if (v->special[FX_TOKEN_EOT] >= 0) v->types[v->special[FX_TOKEN_EOT]] = FX_TOKTYPE_CONTROL;
+        if (v->special[FX_TOKEN_EOT] >= 0) v->types[v->special[FX_TOKEN_EOT]] = FX_TOKEN_TYPE_CONTROL;
     }
     if (v->special[FX_TOKEN_EOM] < 0) {
         v->special[FX_TOKEN_EOM] = fx_vocab_find(v, "<|eom_id|>", 10);
-        if (v->special[FX_TOKEN_EOM] >= 0) v->types[v->special[FX_TOKEN_EOM]] = FX_TOKTYPE_CONTROL;
+        if (v->special[FX_TOKEN_EOM] >= 0) v->types[v->special[FX_TOKEN_EOM]] = FX_TOKEN_TYPE_CONTROL;
     }
     return FX_OK;
 }
@@ -476,7 +476,7 @@ static int by_len_desc(const void *pa, const void *pb) {
 }
 
 static bool is_special_type(int t) {
-    return t == FX_TOKTYPE_CONTROL || t == FX_TOKTYPE_UNKNOWN || t == FX_TOKTYPE_USER_DEFINED;
+    return t == FX_TOKEN_TYPE_CONTROL || t == FX_TOKEN_TYPE_UNKNOWN || t == FX_TOKEN_TYPE_USER_DEFINED;
 }
 
 /* Control, unknown and user-defined tokens, longest first: with special

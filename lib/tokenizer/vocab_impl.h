@@ -32,7 +32,7 @@ struct fx_vocab {
     char *text;            /* every token's text, back to back */
     size_t *tok_off;       /* [n_tokens + 1] start of token i in text */
     float *scores;         /* [n_tokens] */
-    uint8_t *types;        /* [n_tokens] FX_TOKTYPE_* */
+    uint8_t *types;        /* [n_tokens] FX_TOKEN_TYPE_* */
     uint64_t *tok_slots;   /* [tok_mask + 1] text -> id: the id in the low
                               32 bits, the hash's high half above (checked
                               before the text is touched); ~0 empty */

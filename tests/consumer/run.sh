@@ -10,6 +10,12 @@ prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -n1 | xargs dirname)
 
+# The CMake package names its dependencies, never a path on the machine
+# that built it (that path means nothing on another one).
+if grep -nE '/[^";]*libutf8proc[.](so|a)' "$libdir"/cmake/ferrox/*.cmake; then
+  echo "the CMake package hard-codes a utf8proc path"; exit 1
+fi
+
 # pkg-config, shared
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists ferrox
 cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags ferrox)

@@ -1,4 +1,5 @@
 #include "gguf_writer.h"
+#include "test_rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -159,19 +160,10 @@ uint64_t gw_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims) {
 
 /* ---- whole models ---- */
 
-/* splitmix64: a tiny, well-mixed generator so weights are reproducible
- * from the seed on every platform. */
-static uint64_t next_random(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-scale, scale). */
+/* Uniform in [-scale, scale), reproducible from the seed on every
+ * platform (test_rng.h). */
 static float random_weight(uint64_t *state, float scale) {
-    double u = (double)(next_random(state) >> 11) / 9007199254740992.0;
-    return (float)((2.0 * u - 1.0) * scale);
+    return (float)((2.0 * fx_test_rng_unit(state) - 1.0) * scale);
 }
 
 static uint16_t f32_to_f16_bits(float f) {
@@ -402,6 +394,14 @@ int gw_write_file(const gw_buf *b, const char *path) {
     return (w == b->len && rc == 0) ? 0 : -1;
 }
 
+int gw_write_model(const char *path, const gw_model_spec *spec) {
+    gw_buf buf = {0};
+    gw_build_model(&buf, spec);
+    int rc = gw_write_file(&buf, path);
+    gw_free(&buf);
+    return rc;
+}
+
 int gw_write_tiny_model(const char *path, uint32_t n_ctx, uint64_t seed) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
@@ -412,9 +412,5 @@ int gw_write_tiny_model(const char *path, uint32_t n_ctx, uint64_t seed) {
     spec.n_ff = 48;
     spec.n_ctx = n_ctx;
     spec.seed = seed;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
-    int rc = gw_write_file(&buf, path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(path, &spec);
 }

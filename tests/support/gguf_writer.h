@@ -84,6 +84,9 @@ void gw_build_model(gw_buf *b, const gw_model_spec *spec);
 /* Writes the buffer to a file; returns 0 on success. */
 int gw_write_file(const gw_buf *b, const char *path);
 
+/* The model spec describes, built and written to path; 0 on success. */
+int gw_write_model(const char *path, const gw_model_spec *spec);
+
 /* The smallest useful llama (dim 32, 1 layer, 2 heads over 1 KV head, FFN
  * 48), for tests about bookkeeping rather than numbers: built with the
  * given context and seed and written to path; returns 0 on success. */
