@@ -2,7 +2,7 @@ fx_add_test(test_gguf SOURCES test_gguf.c INTERNAL)
 fx_add_test(test_model SOURCES test_model.c INTERNAL)
 fx_add_test(test_api SOURCES test_api.c)
 # The sized initializers against older and newer host layouts of the
-# public structs (README, ABI).
+# public structs (docs/abi.md).
 fx_add_test(test_abi_init SOURCES test_abi_init.c)
 
 # ferrox.h must compile alone as C99 and as C++, pedantic, warnings fatal.

@@ -1,4 +1,4 @@
-# Reliability (issue 9; RELIABILITY.md, map in tests/README.md).
+# Reliability (issue 9; docs/reliability.md, map in tests/README.md).
 #
 # The fault-injecting allocator every *_faults test uses lives with the
 # other test support code.
@@ -7,15 +7,15 @@ target_sources(fx_test_support PRIVATE
 target_include_directories(fx_test_support PUBLIC
   ${PROJECT_SOURCE_DIR}/include)
 
-# RELIABILITY 12: a required metadata key missing (public API).
+# docs/reliability.md 12: a required metadata key missing (public API).
 fx_add_test(test_model_faults SOURCES test_model_faults.c)
 
-# RELIABILITY 43 for grammar compile, a row's parse and the trie/mask
+# docs/reliability.md 43 for grammar compile, a row's parse and the trie/mask
 # scratch (load: test_api; tokenize: test_tokenizer_faults; submit, step,
 # poll and free: test_batcher_faults).
 fx_add_test(test_grammar_faults SOURCES test_grammar_faults.c INTERNAL)
 
-# RELIABILITY 41: the long soak, 10,000 requests, in every build (about 7 s
+# docs/reliability.md 41: the long soak, 10,000 requests, in every build (about 7 s
 # in the default build, 15 s under ASan + UBSan). -DFX_SOAK_REQUESTS=N on
 # the target changes the count.
 fx_add_test(test_soak SOURCES test_soak.c INTERNAL)

@@ -1,5 +1,5 @@
 /*
- * The batcher against DESIGN.md's invariants and RELIABILITY.md sections
+ * The batcher against docs/design.md's invariants and docs/reliability.md sections
  * D, E and F, through the public API plus the internal accounting check.
  * Every scenario ends by checking that KV blocks and refcounts are back at
  * their baseline.
@@ -163,7 +163,7 @@ static void solo(fx_model *m, const int32_t *ids, size_t n, uint32_t max_tokens,
 
 /* ---- tests ---- */
 
-/* Invariant 1 and RELIABILITY 33/34: ids stay stable, stale ids resolve to
+/* Invariant 1 and docs/reliability.md 33/34: ids stay stable, stale ids resolve to
  * nothing even after their slot is reused. */
 static void test_stale_handles(void **state) {
     (void)state;
@@ -240,7 +240,7 @@ static void test_admission_order(void **state) {
     fx_model_free(m);
 }
 
-/* Invariant 3, RELIABILITY 38 and 39: never-fitting requests are refused
+/* Invariant 3, docs/reliability.md 38 and 39: never-fitting requests are refused
  * at submit; ones that do not fit now wait and run later. */
 static void test_budget(void **state) {
     (void)state;
@@ -303,7 +303,7 @@ static void test_prefix_cache(void **state) {
     fx_model_free(m);
 }
 
-/* Invariants 5 and 6, RELIABILITY 40: every way of ending -- length,
+/* Invariants 5 and 6, docs/reliability.md 40: every way of ending -- length,
  * stop string, cancel before admission, during prefill, during decode,
  * after finish, twice -- replies once and returns the blocks. */
 static void test_every_ending(void **state) {
@@ -350,7 +350,7 @@ static void test_every_ending(void **state) {
     fx_model_free(m);
 }
 
-/* Invariant 8 and RELIABILITY 28/31: a stop string ends the row, is never
+/* Invariant 8 and docs/reliability.md 28/31: a stop string ends the row, is never
  * emitted, and the text before it is exactly what an unstopped row says
  * before that point. */
 static void test_stop_strings(void **state) {
@@ -389,7 +389,7 @@ static void test_stop_strings(void **state) {
     assert_int_equal(o.text_len, expect_len);
     assert_memory_equal(o.text, ref.text, expect_len);
 
-    /* RELIABILITY 29: an empty or invalid UTF-8 stop string is refused. */
+    /* docs/reliability.md 29: an empty or invalid UTF-8 stop string is refused. */
     const char *bad[1] = {""};
     r.stop = bad;
     r.n_stop = 1;
@@ -613,7 +613,7 @@ static void reenter_log(void *user, fx_log_level level, const char *msg) {
     r->got = fx_step(r->b);
 }
 
-/* RELIABILITY 32, 35, 36, 37: NULLs, model freed under a batcher,
+/* docs/reliability.md 32, 35, 36, 37: NULLs, model freed under a batcher,
  * struct_size, and a call from inside the batcher's own callback. */
 static void test_api_misuse(void **state) {
     (void)state;
@@ -758,7 +758,7 @@ static void test_free_from_callback(void **state) {
     assert_int_equal(c.live, 0);
 }
 
-/* RELIABILITY 41 (short soak; the long one is a separate program): random
+/* docs/reliability.md 41 (short soak; the long one is a separate program): random
  * requests with random cancels, stops, shared prefixes, leases and a small
  * budget end with blocks and refcounts at baseline. */
 static void test_soak(void **state) {

@@ -1,5 +1,5 @@
 /*
- * RELIABILITY 43 for the batcher: fail the Nth allocation of a whole
+ * docs/reliability.md 43 for the batcher: fail the Nth allocation of a whole
  * session -- create, submit (tokenizing a text prompt, compiling a
  * grammar), lease, steps, polls, free -- for every N, once alone and once
  * with every later allocation failing too. Each time: only statuses (no
@@ -305,7 +305,7 @@ static void test_done_survives_memory_running_out(void **state) {
     fx_model_free(m);
 }
 
-/* RELIABILITY 37 through the allocator hook: every allocation and free
+/* docs/reliability.md 37 through the allocator hook: every allocation and free
  * the batcher makes calls back into it. Every guarded entry point answers
  * FX_ERR_REENTRANT (fx_poll: no event), fx_cancel -- allowed from anywhere
  * -- answers as usual, and nothing deadlocks: the batcher never calls the

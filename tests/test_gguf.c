@@ -1,5 +1,5 @@
 /*
- * The GGUF reader against RELIABILITY.md section A: one test per entry,
+ * The GGUF reader against docs/reliability.md section A: one test per entry,
  * each checking the specific status and that the message names the key or
  * tensor. Buffers are parsed from exactly-sized heap copies so that
  * AddressSanitizer catches a read of even one byte past the end.

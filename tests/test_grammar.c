@@ -1,6 +1,6 @@
 /*
  * The GBNF engine without a model: every vendored grammar compiles, bad
- * grammars fail with a line and column (RELIABILITY 20-24), and the parse
+ * grammars fail with a line and column (docs/reliability.md 20-24), and the parse
  * accepts exactly the strings it should, byte by byte.
  */
 #include <setjmp.h>
@@ -66,7 +66,7 @@ static void test_vendored_grammars_compile(void **state) {
     fx_grammar_free(g);
 }
 
-/* RELIABILITY 20: left recursion, direct or through nullable rules. */
+/* docs/reliability.md 20: left recursion, direct or through nullable rules. */
 static void test_left_recursion(void **state) {
     (void)state;
     const char *a = "root ::= root \"a\" | \"b\"\n";
@@ -84,7 +84,7 @@ static void test_left_recursion(void **state) {
     fx_grammar_free(g);
 }
 
-/* RELIABILITY 21: undefined rule; no root rule. */
+/* docs/reliability.md 21: undefined rule; no root rule. */
 static void test_undefined(void **state) {
     (void)state;
     const char *a = "root ::= \"a\" missing\n";
@@ -97,7 +97,7 @@ static void test_undefined(void **state) {
     fx_grammar_free(g);
 }
 
-/* RELIABILITY 22: 100k nested groups; long rule chains. */
+/* docs/reliability.md 22: 100k nested groups; long rule chains. */
 static void test_deep_nesting(void **state) {
     (void)state;
     size_t n = 100000;
@@ -138,7 +138,7 @@ static void test_deep_nesting(void **state) {
     free(c);
 }
 
-/* RELIABILITY 23: nullable repetition and huge {m,n}. */
+/* docs/reliability.md 23: nullable repetition and huge {m,n}. */
 static void test_bounded_repetition(void **state) {
     (void)state;
     const char *a = "root ::= (\"a\"*)*\n";
@@ -164,7 +164,7 @@ static void test_bounded_repetition(void **state) {
     fx_grammar_free(g);
 }
 
-/* RELIABILITY 24: bad escapes, unterminated strings and classes, empty
+/* docs/reliability.md 24: bad escapes, unterminated strings and classes, empty
  * input -- each with its position. */
 static void test_syntax_errors(void **state) {
     (void)state;
@@ -231,7 +231,7 @@ static fx_grammar *load_vendored(const char *rel) {
     return g;
 }
 
-/* RELIABILITY 23, at match time: a wildly ambiguous grammar hits the
+/* docs/reliability.md 23, at match time: a wildly ambiguous grammar hits the
  * parse limits (an error) instead of taking unbounded time or memory. */
 static void test_ambiguity_bounded(void **state) {
     (void)state;

@@ -3,8 +3,8 @@
  * llama-spm and gpt-2 vocabularies (tests/data/vocab): outputs under
  * json.gbnf and FX_REQUEST_JSON parse as JSON, outputs under
  * arithmetic.gbnf match it, for many seeds; a complete grammar ends the
- * row (RELIABILITY 25); a grammar no token can continue fails its row
- * alone (RELIABILITY 26); compile errors are refused at submit.
+ * row (docs/reliability.md 25); a grammar no token can continue fails its row
+ * alone (docs/reliability.md 26); compile errors are refused at submit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -587,7 +587,7 @@ static void test_json_schema(void **state) {
                      FX_ERR_INVALID_ARG);
 }
 
-/* RELIABILITY 25: once the grammar is complete and nothing may follow,
+/* docs/reliability.md 25: once the grammar is complete and nothing may follow,
  * the row ends with EOS, even when asked to ignore EOS. */
 static void test_complete_forces_eos(void **state) {
     (void)state;
@@ -616,7 +616,7 @@ static void test_complete_forces_eos(void **state) {
     fx_model_free(m);
 }
 
-/* RELIABILITY 26: a grammar the vocabulary cannot continue fails its row
+/* docs/reliability.md 26: a grammar the vocabulary cannot continue fails its row
  * alone; the rows beside it produce exactly what they produce alone. */
 static void test_dead_end_fails_alone(void **state) {
     (void)state;

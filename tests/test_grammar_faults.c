@@ -1,5 +1,5 @@
 /*
- * RELIABILITY 43 for grammars: fail the Nth allocation of a grammar
+ * docs/reliability.md 43 for grammars: fail the Nth allocation of a grammar
  * compile (GBNF text of every construct, the shared grammars, the built-in
  * JSON grammar, and grammars that do not compile), of a row's parse, and
  * of the per-vocabulary trie and mask scratch, for every N, once alone and

@@ -1,10 +1,10 @@
 /*
  * The KV layer's invariants, one by one: the budget is a comparison and
- * refuses what can never fit (DESIGN 3, RELIABILITY 38); the cursor is the
+ * refuses what can never fit (DESIGN 3, docs/reliability.md 38); the cursor is the
  * one truth and an adopted prefix seeds it (DESIGN 4); every way a row ends
- * returns its blocks, at any stage and twice (DESIGN 5, RELIABILITY 40);
+ * returns its blocks, at any stage and twice (DESIGN 5, docs/reliability.md 40);
  * nobody evicts what a row reads or a pin holds, and no refcount goes
- * negative (RELIABILITY 42). fx_kv_check runs after every step.
+ * negative (docs/reliability.md 42). fx_kv_check runs after every step.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,7 +189,7 @@ static void test_data_placement(void **state) {
     assert_null(raw);
 }
 
-/* RELIABILITY 38 and DESIGN 3: what can never fit is reported as such,
+/* docs/reliability.md 38 and DESIGN 3: what can never fit is reported as such,
  * what does not fit now waits, and a refused admission changes nothing. */
 static void test_budget(void **state) {
     (void)state;
@@ -313,7 +313,7 @@ static void test_adoption_seeds_cursor(void **state) {
     fx_kv_free(kv);
 }
 
-/* RELIABILITY 40 and DESIGN 5: the one exit path (publish, release) before
+/* docs/reliability.md 40 and DESIGN 5: the one exit path (publish, release) before
  * admission, right after it, mid-prefill, mid-decode, finished, after a
  * publish -- blocks back to baseline each time, exactly the written full
  * blocks cached -- and a second release is a status, not a double free. */
@@ -366,7 +366,7 @@ static void test_release_any_stage(void **state) {
     fx_kv_free(kv);
 }
 
-/* RELIABILITY 42: a prefix a row is using is never evicted, nor a pinned
+/* docs/reliability.md 42: a prefix a row is using is never evicted, nor a pinned
  * one; a refcount never goes below zero -- the attempt is a status. */
 static void test_no_eviction_under_readers(void **state) {
     (void)state;

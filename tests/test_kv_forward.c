@@ -5,7 +5,7 @@
  *     greedy decoding;
  *   - a row that adopts a cached prefix and prefills only the suffix, at
  *     the positions its cursor gives, gets logits bit-identical to one that
- *     prefilled everything (DESIGN invariant 4: a prefill must not ignore
+ *     prefilled everything (docs/design.md invariant 4: a prefill must not ignore
  *     the adopted prefix);
  *   - two rows sharing adopted blocks in one batch each get their own;
  *   - the forward pass writes K and V where model.h says (a head's

@@ -1,5 +1,5 @@
 /*
- * RELIABILITY 41: a soak. Thousands of random submit / admit / step /
+ * docs/reliability.md 41: a soak. Thousands of random submit / admit / step /
  * publish / finish / cancel / evict / pin / unpin operations from a fixed
  * seed, over a pool far too small for everyone, with prompts that share
  * prefixes. After every operation:

@@ -1,5 +1,5 @@
 /*
- * RELIABILITY 12, the part about metadata: a required key missing from an
+ * docs/reliability.md 12, the part about metadata: a required key missing from an
  * otherwise valid model fails the load with FX_ERR_MISSING naming the key
  * (and nothing leaked); a key the loader has a default for may be left out.
  * (Duplicate keys and tensor names: test_gguf.c; missing and misshapen

@@ -211,7 +211,7 @@ static void test_threads_counted(void **state) {
     run_out det2;
     run_request(b, &det2);
     ASSERT_THREADS(2, "n_threads 2, after a request");
-    /* The thread count does not change a bit (DESIGN.md). */
+    /* The thread count does not change a bit (docs/design.md). */
     assert_int_equal(det2.n_ids, det.n_ids);
     assert_memory_equal(det2.ids, det.ids, det.n_ids * sizeof *det.ids);
     fx_batcher_free(b);

@@ -1,5 +1,5 @@
 /*
- * RELIABILITY 41, the long soak: FX_SOAK_REQUESTS requests (10,000, in
+ * docs/reliability.md 41, the long soak: FX_SOAK_REQUESTS requests (10,000, in
  * every build, the sanitizer one included) through batchers with
  * small KV budgets and step budgets, drawn from a pool of request recipes
  * with shared prefixes, stop strings, stop tokens, EOS, sampled and greedy

@@ -1,6 +1,6 @@
 /*
  * The text layer: the per-row UTF-8 stream, the stop matcher and the
- * pipeline the batcher runs them in (RELIABILITY.md section D, 27-31).
+ * pipeline the batcher runs them in (docs/reliability.md section D, 27-31).
  *
  * Every chunk either layer releases is checked with a validator written
  * here from the Unicode well-formed byte sequence table (Table 3-7), not
@@ -76,7 +76,7 @@ static size_t utf8_split(const char *in, size_t len, uint64_t cuts, char *out) {
     return o + n;
 }
 
-/* RELIABILITY 27: multibyte characters split across 1..n tokens at every
+/* docs/reliability.md 27: multibyte characters split across 1..n tokens at every
  * split point come out whole, and no chunk ends inside one. */
 static void test_utf8_every_split(void **state) {
     (void)state;
@@ -110,7 +110,7 @@ static void test_utf8_every_split(void **state) {
     assert_int_equal(fx_utf8_flush(&u, out), 0);
 }
 
-/* RELIABILITY 30, and the documented U+FFFD count (maximal subparts). */
+/* docs/reliability.md 30, and the documented U+FFFD count (maximal subparts). */
 static void test_utf8_invalid(void **state) {
     (void)state;
 #define C(in, want) {in, sizeof(in) - 1, want, sizeof(want) - 1}
@@ -231,7 +231,7 @@ static void expect_all_splits(const char *const *stops, size_t n_stops,
     }
 }
 
-/* RELIABILITY 28: a stop split across tokens at every split point; a stop
+/* docs/reliability.md 28: a stop split across tokens at every split point; a stop
  * overlapping itself. */
 static void test_stop_every_split(void **state) {
     (void)state;
@@ -269,7 +269,7 @@ static void test_stop_tie_rule(void **state) {
     expect_all_splits(f, 3, "1abc", "1", 2);
 }
 
-/* RELIABILITY 29: empty and invalid stop strings are refused at create,
+/* docs/reliability.md 29: empty and invalid stop strings are refused at create,
  * naming the index. */
 static void test_stop_bad_strings(void **state) {
     (void)state;
@@ -319,7 +319,7 @@ static void test_stop_bad_strings(void **state) {
     fx_textout_free(NULL);
 }
 
-/* RELIABILITY 29: 5,000 stop strings. The work the automaton does is
+/* docs/reliability.md 29: 5,000 stop strings. The work the automaton does is
  * counted, not timed: it must stay linear in the bytes pushed. Half the
  * stops are runs of 'a' ending in a distinct tail, the worst case for a
  * matcher that compares every stop at every byte, and the input is a long
@@ -397,7 +397,7 @@ static void test_stop_thousands(void **state) {
     free(store);
 }
 
-/* RELIABILITY 31: text that begins like a stop and then does not finish it
+/* docs/reliability.md 31: text that begins like a stop and then does not finish it
  * is held only while it could still be one, and then released in full. */
 static void test_stop_near_miss(void **state) {
     (void)state;
@@ -482,7 +482,7 @@ static void test_finish_fffd_through_stop(void **state) {
     assert_memory_equal(r.text, "ab" FFFD, 5);
     assert_int_equal(r.stopped, -1);
 
-    /* RELIABILITY 30 through the pipeline: whatever bytes the model emits,
+    /* docs/reliability.md 30 through the pipeline: whatever bytes the model emits,
      * every chunk is valid UTF-8 (run_pieces checks each one). */
     const char *p3[] = {"\x80", "\xFF", "a\xBF\xBF", "\xC3", "\xFE", "z"};
     size_t l3[] = {1, 1, 3, 1, 1, 1};

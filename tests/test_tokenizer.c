@@ -1,7 +1,7 @@
 /*
  * The tokenizer through the public API: conformance with llama.cpp's test
  * vectors (tests/data/vocab), round trips, special tokens, buffers, invalid
- * UTF-8 (RELIABILITY 17-19), argument checks (32), and small hand-made
+ * UTF-8 (docs/reliability.md 17-19), argument checks (32), and small hand-made
  * vocabularies whose results can be worked out by hand.
  */
 #include <setjmp.h>

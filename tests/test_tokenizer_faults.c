@@ -1,5 +1,5 @@
 /*
- * The vocabulary loader and tokenizer against RELIABILITY.md section B
+ * The vocabulary loader and tokenizer against docs/reliability.md section B
  * (13-16 here; 17-19 go through the public API in test_tokenizer.c), plus
  * allocation failure at every point of load and tokenize (43). Each bad
  * vocabulary is built byte by byte with the GGUF writer and parsed from

@@ -24,7 +24,7 @@ struct fx_model {
     fx_weights weights;    /* bound unless vocab-only */
     int has_weights;
     /* Batchers using this model. fx_model_free while any live only marks
-     * it (RELIABILITY 35); the last fx_batcher_free frees it. */
+     * it (docs/reliability.md 35); the last fx_batcher_free frees it. */
     uint32_t n_batchers;
     int free_requested;
 };

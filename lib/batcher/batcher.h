@@ -1,7 +1,7 @@
 /*
  * batcher: the job queue, the keyed row table, admission against the KV
  * budget, step scheduling, and the events a host polls. Its invariants are
- * the ones in DESIGN.md, each noted where it is kept.
+ * the ones in docs/design.md, each noted where it is kept.
  *
  * lib/api holds the public entry points; they check arguments and call
  * these. Handles are encoded and decoded here.

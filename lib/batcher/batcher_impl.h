@@ -24,7 +24,7 @@ typedef enum row_state {
 /* One request, from submit to reaping. Addressed by slot index inside the
  * library and by (slot, generation) handles outside it: a handle captured
  * before a row ended names that row or nothing, never the slot's next
- * occupant (DESIGN invariant 1). */
+ * occupant (docs/design.md invariant 1). */
 typedef struct row {
     uint32_t gen;            /* bumped when the host's handle dies */
     row_state state;
@@ -47,7 +47,7 @@ typedef struct row {
     int32_t *stop_tokens;    /* [n_stop_tokens] */
     uint32_t n_stop_tokens;
 
-    /* The sampler and its live grammar parse: one value (DESIGN invariant
+    /* The sampler and its live grammar parse: one value (docs/design.md invariant
      * 7). The row owns the compiled grammar of its request (the JSON one
      * is the batcher's). */
     fx_sampler sampler;
@@ -56,7 +56,7 @@ typedef struct row {
     fx_textout *text;        /* UTF-8 stream + stop matcher, this row's */
     fx_kv_lease kv;          /* its KV; the cursor is the one truth */
     uint32_t blocks_need;    /* blocks for its whole life, from submit
-                                (DESIGN invariant 3) */
+                                (docs/design.md invariant 3) */
     int decoding;            /* prompt fully in the KV */
 
     int done_reserved;       /* holds one of the batcher's reserved event
@@ -151,7 +151,7 @@ struct fx_batcher_impl {
     uint32_t *free_slots;    /* [n_slots] stack */
     uint32_t n_free;
 
-    /* Submit order, kept explicitly (DESIGN invariant 2). */
+    /* Submit order, kept explicitly (docs/design.md invariant 2). */
     uint32_t *queue;         /* [queue_cap] ring of slots */
     uint32_t queue_head, queue_len, queue_cap;
     uint32_t *running;       /* [max_rows] slots in admission order */
@@ -164,7 +164,7 @@ struct fx_batcher_impl {
      * one slot of the array reserved for its DONE from submit on:
      * event_len + events_reserved <= event_cap always, so the reply that
      * ends a row can always be queued, however short memory is then
-     * (DESIGN invariant 5: it replies exactly once). */
+     * (docs/design.md invariant 5: it replies exactly once). */
     event_rec *events;       /* [event_cap] */
     uint32_t event_head, event_len, event_cap;
     uint32_t events_reserved; /* rows with done_reserved set */
@@ -280,7 +280,7 @@ void fx_batcher_lease_drop(fx_batcher_impl *b, uint32_t index);
 
 /* ---- step.c ---- */
 
-/* The one exit path (DESIGN invariant 5): final text, publish, release,
+/* The one exit path (docs/design.md invariant 5): final text, publish, release,
  * usage, DONE. */
 void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot);
 

@@ -161,7 +161,7 @@ void fx_batcher_row_retire(fx_batcher_impl *b, uint32_t slot) {
     pthread_mutex_unlock(&b->lock);
 }
 
-/* ---- the queue (submit order, DESIGN invariant 2) ---- */
+/* ---- the queue (submit order, docs/design.md invariant 2) ---- */
 
 uint32_t fx_batcher_queue_at(const fx_batcher_impl *b, uint32_t i) {
     return b->queue[(b->queue_head + i) % b->queue_cap];

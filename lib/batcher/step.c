@@ -10,7 +10,7 @@
 
 #include "../tokenizer/tokenizer.h"
 
-/* ---- the one exit path (DESIGN invariant 5) ---- */
+/* ---- the one exit path (docs/design.md invariant 5) ---- */
 
 static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
     row *r = b->rows[slot];
@@ -107,7 +107,7 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
 
 static void fail_row(fx_batcher_impl *b, row *r, fx_status st) {
     if (r->finish != FX_FINISH_NONE) return;
-    /* Failing marks; it does not remove (DESIGN invariant 6). */
+    /* Failing marks; it does not remove (docs/design.md invariant 6). */
     r->finish = FX_FINISH_ERROR;
     r->error = st;
 }
@@ -339,7 +339,7 @@ static fx_status run_batch(fx_batcher_impl *b) {
         uint32_t slot = b->running[i];
         row *r = b->rows[slot];
         if (r->finish != FX_FINISH_NONE || !r->decoding) continue;
-        /* The KV cursor is the one truth for positions written (DESIGN
+        /* The KV cursor is the one truth for positions written (docs/design.md,
          * invariant 4); the token to run is the one just after it. */
         if (fx_kv_lease_cursor(&r->kv) != r->n_tokens - 1) {
             fail_row(b, r, FX_ERR_INTERNAL);
@@ -407,7 +407,7 @@ static fx_status run_batch(fx_batcher_impl *b) {
         const int32_t token = job->token;
         if (job->status != FX_OK) {
             /* This row cannot go on (its grammar, or a bias that bans
-             * every allowed token): it fails alone (DESIGN invariant 7);
+             * every allowed token): it fails alone (docs/design.md invariant 7);
              * nothing else in the batch is touched. */
             fx_log(&b->log, FX_LOG_INFO, "row failed: %s", job->err.message);
             fail_row(b, r, job->status);
@@ -419,7 +419,7 @@ static fx_status run_batch(fx_batcher_impl *b) {
         }
         if (job->eog) {
             /* The grammar's sentence is complete: the row ends here, even
-             * with FX_REQUEST_IGNORE_EOS (RELIABILITY 25). */
+             * with FX_REQUEST_IGNORE_EOS (docs/reliability.md 25). */
             r->tokens[r->n_tokens++] = token;
             r->finish = FX_FINISH_EOS;
             r->stop_index = token;

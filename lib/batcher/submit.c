@@ -1,7 +1,7 @@
 /*
  * Requests in and out of the batcher's hands: submit, cancel, release, and
  * pinned leases. Everything a row will need is checked and copied here, so
- * a request that could never run is refused at once (DESIGN invariant 3)
+ * a request that could never run is refused at once (docs/design.md invariant 3)
  * rather than discovered steps later.
  */
 #include "batcher_impl.h"
@@ -252,7 +252,7 @@ fx_status fx_batcher_impl_cancel(fx_batcher_impl *b, fx_row *handle) {
     pthread_mutex_lock(&b->lock);
     row *r = fx_batcher_resolve_row(b, handle, &slot);
     /* Marking, not removing: the row leaves through the same exit path as
-     * every other (DESIGN invariant 6), at the next step. */
+     * every other (docs/design.md invariant 6), at the next step. */
     if (r) r->cancel_requested = 1;
     else st = FX_ERR_STALE_HANDLE;
     pthread_mutex_unlock(&b->lock);

@@ -3,7 +3,7 @@
  * against F32/F16/BF16/Q8_0 weights, rmsnorm, RoPE, softmax, SiLU, add,
  * number-format conversions -- and the persistent thread pool they run on.
  *
- * DETERMINISM (DESIGN.md). A row's tokens must not depend on which other
+ * DETERMINISM (docs/design.md). A row's tokens must not depend on which other
  * rows share its batch, on how the work is tiled or on the thread count. So
  * every reduction here has ONE order, written down below, and every code
  * path (M = 1, small M, the cache-blocked large-M path, the portable scalar

@@ -6,7 +6,7 @@
  *            create; a per-block refcount and a free list.
  *   budget   admission is a comparison against what is available now;
  *            a need larger than the whole pool is reported as never
- *            fitting, so it can be refused at submit (DESIGN invariant 3).
+ *            fitting, so it can be refused at submit (docs/design.md invariant 3).
  *   lease    one row's KV: its block table and its KV cursor, the ONE
  *            truth for positions written (invariant 4).
  *   radix    a tree over token ids, one edge per full block, so a row can
@@ -38,7 +38,7 @@
  * The batcher's order of calls for one row:
  *   submit   need = fx_kv_blocks_for(kv, prompt + max_tokens);
  *            fx_kv_fit_blocks(kv, need) == FX_KV_NEVER -> refuse
- *            (RELIABILITY 38);
+ *            (docs/reliability.md 38);
  *            fx_kv_lease_init (the only allocation a row's KV makes).
  *   admit    fx_kv_lease_admit: adopts the cached prefix, reserves the
  *            rest; FX_KV_LATER -> the job stays queued, nothing changed.

@@ -282,7 +282,7 @@ fx_status fx_kv_lease_publish(fx_kv_lease *lease, const int32_t *tokens,
             /* Another row computed (or this one adopted a shorter prefix
              * of) the same block: share the tree's copy and give ours
              * back, so the cache holds each prefix once. Same model, same
-             * ids, same positions: the two are bit-identical (DESIGN's
+             * ids, same positions: the two are bit-identical (docs/design.md's
              * determinism contract), so the swap cannot change what this
              * row computes next. It also keeps the lease's in-tree blocks
              * one root path, which eviction relies on (kv.h). */

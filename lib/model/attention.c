@@ -12,7 +12,7 @@
  *                    change nothing.
  *
  * Attention then reduces over positions j in increasing order, per row and
- * head, whatever else is in the batch (DESIGN.md, Determinism).
+ * head, whatever else is in the batch (docs/design.md, Determinism).
  *
  * Speed. A single dot of a 64-wide head is one chain of 8 dependent fmas,
  * and a single axpy stores out and loads it again for the next key: at a

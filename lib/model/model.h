@@ -105,7 +105,7 @@ void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
  * long as the context; the paged cache hands out a block table. The forward
  * pass writes the K and V of each token it runs at that token's position
  * and reads positions 0..pos; it keeps no cursor of its own -- the owner of
- * the view is the one truth for positions written (DESIGN.md invariant 4). */
+ * the view is the one truth for positions written (docs/design.md invariant 4). */
 typedef struct fx_kv_view {
     float *const *blocks;   /* [n_blocks] */
     uint32_t n_blocks;

@@ -5,9 +5,9 @@
  *
  * Included by sample.h; the sample layer's interface is the two headers.
  * A row never holds a parse without its sampler: fx_gstate lives inside
- * fx_sampler (DESIGN invariant 7).
+ * fx_sampler (docs/design.md invariant 7).
  *
- * Limits (RELIABILITY C): every one is a compile error or a row failure
+ * Limits (docs/reliability.md C): every one is a compile error or a row failure
  * with FX_ERR_GRAMMAR, never unbounded time, memory or native stack.
  */
 #ifndef FX_GRAMMAR_H

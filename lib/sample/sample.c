@@ -590,7 +590,7 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
     uint32_t n_eog = w->eog_allowed ? ctx->trie->n_eog : 0;
     if (w->n_allowed == n_eog) {
         /* Complete, and nothing may follow: end of sequence, whatever the
-         * logits say (RELIABILITY 25) -- unless the bias bans it. */
+         * logits say (docs/reliability.md 25) -- unless the bias bans it. */
         int32_t end = ctx->trie->eos >= 0 ? ctx->trie->eos : w->allowed[0];
         if (s->n_bias && banned(s, end)) {
             end = -1;

@@ -2,7 +2,7 @@
  * sample: a row's seeded random stream and the samplers that turn logits
  * into the next token.
  *
- * The random stream is part of the determinism contract (DESIGN.md): the
+ * The random stream is part of the determinism contract (docs/design.md): the
  * same seed gives the same numbers on every platform, compiler and build,
  * because it is integer arithmetic only -- xoshiro256** seeded through
  * splitmix64 -- and uniform doubles are the top 53 bits times 2^-53.
@@ -45,7 +45,7 @@ typedef struct fx_candidate {
 } fx_candidate;
 
 /* One row's sampler: its settings, its random stream, and its live grammar
- * parse -- one value (DESIGN invariant 7), so no code path can advance
+ * parse -- one value (docs/design.md invariant 7), so no code path can advance
  * one without the other or keep one after freeing the other. The
  * candidate scratch is the caller's (one per sampling thread of a batcher:
  * rows without a grammar sample in parallel), so a queued row costs no

@@ -7,7 +7,7 @@
  *
  * Everything here is per row. Rows interleave on every step, and one
  * shared buffer would splice one answer's half-character or held-back
- * stop prefix into another's (DESIGN.md invariants 8 and 9).
+ * stop prefix into another's (docs/design.md invariants 8 and 9).
  *
  * The batcher normally needs only fx_textout (at the end of this file):
  *

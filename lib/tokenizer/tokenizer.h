@@ -16,7 +16,7 @@
 
 struct fx_vocab;
 
-/* Tokens longer than this are refused at load (RELIABILITY 16): no real
+/* Tokens longer than this are refused at load (docs/reliability.md 16): no real
  * vocabulary comes near it, and it bounds every per-token buffer. */
 #define FX_VOCAB_MAX_TOKEN_LEN 65536u
 

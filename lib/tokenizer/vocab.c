@@ -1,5 +1,5 @@
 /*
- * Loading and validating a vocabulary from GGUF metadata (RELIABILITY.md
+ * Loading and validating a vocabulary from GGUF metadata (docs/reliability.md
  * section B), and the lookups every tokenizer path uses.
  *
  * Everything the file says is checked before it is trusted: array element

@@ -3,7 +3,7 @@
 #
 # Compares the built library's ABI with the committed baseline
 # (tests/abi/libferrox.abi); ctest runs it as `abi_check`. What may change
-# without a SONAME bump is what README's "ABI" section promises: new
+# without a SONAME bump is what docs/abi.md promises: new
 # functions, and parameter/info structs growing at the end (the
 # suppressions file). Anything else -- a removed or changed function, a
 # reordered, retyped or removed field, a changed enumerator -- fails, until
@@ -15,7 +15,7 @@
 # with its SONAME bump, and also after an allowed addition, so that the
 # next change is measured against it. (The committed baseline was
 # regenerated when the fx_*_init functions became inline over the exported
-# fx_*_init_sized, without a SONAME bump: ferrox is unreleased, see README.)
+# fx_*_init_sized, without a SONAME bump: ferrox is unreleased, see docs/abi.md.)
 # Build the
 # default build (RelWithDebInfo, so -g), then from the source root
 #

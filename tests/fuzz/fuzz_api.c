@@ -1,6 +1,6 @@
 /*
  * fuzz_api: random sequences of public batcher calls on a tiny synthetic
- * model (RELIABILITY E 32-34, F 38-42, and the row lifecycle).
+ * model (docs/reliability.md E 32-34, F 38-42, and the row lifecycle).
  *
  * At init a small Llama model (gw_build_model: 64 tokens, 2 layers) is
  * written to a temporary file and loaded once. Each input makes a batcher
@@ -215,7 +215,7 @@ static void op_lease_create(state *s, fz_in *in) {
 /* Steps until nothing is pending. With leases held, a job may wait for
  * good: the host's pins hold so much of the cache that the job at the
  * head of the queue (and so, in submit order, everything behind it) does
- * not fit in the rest -- RELIABILITY 39's "it runs when room frees", and
+ * not fit in the rest -- docs/reliability.md 39's "it runs when room frees", and
  * only the host can free that room. That wait is allowed only when it is
  * exactly that: nothing running, and the head needs more blocks than the
  * pins leave. (A seed found the harness demanding more:

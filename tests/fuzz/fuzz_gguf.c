@@ -3,7 +3,7 @@
  * runs on top of it -- hyperparameters (full and partial), the vocabulary,
  * weight binding -- then the accessors a host reaches through the model
  * (value formatting, array elements, tensor lookup) and a short tokenize.
- * RELIABILITY A (1-12) and B (13-16). The input is the whole file.
+ * docs/reliability.md A (1-12) and B (13-16). The input is the whole file.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_grammar: the GBNF compiler and the per-row matcher (RELIABILITY C
+ * fuzz_grammar: the GBNF compiler and the per-row matcher (docs/reliability.md C
  * 20-26).
  *
  * Input:

@@ -1,7 +1,7 @@
 /*
  * fuzz_text: the UTF-8 stream (fx_utf8), the stop matcher (fx_stop) and the
  * per-row pipeline (fx_textout) with the input pushed in random chunks
- * (RELIABILITY D 27-31). Checked against simple reference answers:
+ * (docs/reliability.md D 27-31). Checked against simple reference answers:
  *   - fx_utf8 gives the same output however the bytes are split, and it is
  *     valid UTF-8;
  *   - fx_stop releases exactly the text before the first-ending occurrence

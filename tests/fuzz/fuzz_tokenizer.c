@@ -1,6 +1,6 @@
 /*
  * fuzz_tokenizer: tokenize / detokenize / token_to_piece / pre-tokenizers
- * on both kinds of vocabulary (RELIABILITY B 17-19).
+ * on both kinds of vocabulary (docs/reliability.md B 17-19).
  *
  * The vocabularies are loaded once: ggml-vocab-llama-spm.gguf (SentencePiece)
  * and ggml-vocab-gpt-2.gguf (byte-level BPE) from fz_vocab_dir(), when

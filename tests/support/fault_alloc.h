@@ -1,6 +1,6 @@
 /*
  * A counting allocator for fx_allocator hooks that can fail on demand:
- * RELIABILITY 43 ("fail the Nth allocation for every N ... once for a
+ * docs/reliability.md 43 ("fail the Nth allocation for every N ... once for a
  * single failure, once for every allocation after N"). One copy for every
  * test that injects allocation failures, so each counts and fails the same
  * way.
@@ -38,7 +38,7 @@ fx_allocator fx_fault_allocator(fx_fault_alloc *f);
  * was) and check its own statuses. */
 typedef void (*fx_fault_scenario)(fx_fault_alloc *f, void *user);
 
-/* The whole of RELIABILITY 43 for one scenario: one run without failures
+/* The whole of docs/reliability.md 43 for one scenario: one run without failures
  * counts its allocations (T); then for every N in 1..T, one run failing
  * only call N and one failing N and every later call. f may already hold
  * blocks (a model loaded through it, say): they are the baseline a run
