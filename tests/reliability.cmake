@@ -36,3 +36,14 @@ add_test(NAME abi_check
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/libferrox.abi
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/suppressions)
 set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Issue 36, "finding the next ones": the contract tested from outside,
+# through ferrox.h only, on a synthetic model with byte tokens
+# (support/byte_model.c). test_api_statemachine: a seeded random state
+# machine over the batcher API (a short run here; FX_SM_SEED / FX_SM_OPS
+# for long ones, tests/README.md).
+target_sources(fx_test_support PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/byte_model.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/text_ref.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/grammar_gen.c)
+fx_add_test(test_api_statemachine SOURCES test_api_statemachine.c sm_gen.c)
