@@ -1166,6 +1166,9 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
                                 OpenBLAS runs on its own threads
                                 (OPENBLAS_NUM_THREADS), besides n_threads */
 
+/** The largest fx_batcher_params.kv_bytes: 1 TiB. */
+#define FX_BATCHER_MAX_KV_BYTES ((uint64_t)1 << 40)
+
 /** How to make a batcher; prepare with fx_batcher_params_init. */
 typedef struct fx_batcher_params {
     uint32_t struct_size;   /**< the caller's sizeof(fx_batcher_params),
@@ -1195,7 +1198,9 @@ typedef struct fx_batcher_params {
      * at once; set kv_bytes to choose. Pinned leases (fx_lease_create)
      * count against it: a request that does not fit in what they and the
      * running rows leave waits, with everything submitted after it, until
-     * rows end or a lease is released. */
+     * rows end or a lease is released. At most FX_BATCHER_MAX_KV_BYTES
+     * (FX_ERR_INVALID_ARG above it); a size the machine cannot hold is
+     * FX_ERR_NOMEM, before anything of that size is zeroed. */
     uint64_t kv_bytes;
     uint32_t n_threads;         /**< default 1 (no threads are created); at
                                      most 256 */
@@ -1265,7 +1270,8 @@ static inline void fx_batcher_params_init(fx_batcher_params *params) {
  * @param errbuf_size Bytes at errbuf.
  * @return FX_OK; FX_ERR_INVALID_ARG (NULL model or out_batcher, a
  *         vocabulary-only model, unknown flags, parameters out of range,
- *         kv_bytes below one block, a partial allocator, a struct_size
+ *         kv_bytes below one block or above FX_BATCHER_MAX_KV_BYTES, a
+ *         partial allocator, a struct_size
  *         older than the first layout); FX_ERR_UNSUPPORTED (a newer
  *         struct_size with unknown fields set); FX_ERR_NOMEM (often: the
  *         KV cache; lower kv_bytes, max_rows or n_ctx).

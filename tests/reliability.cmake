@@ -37,6 +37,12 @@ add_test(NAME abi_check
           ${CMAKE_CURRENT_SOURCE_DIR}/abi/suppressions)
 set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+# Issue 36's fixes: a chain grammar deeper than a row's frames, kv_bytes
+# past what the machine holds (under RLIMIT_AS), -INFINITY biases on every
+# allowed token, handles from another batcher, a DONE's reserved queue
+# slot, poll and lease states told apart, a small grammar's small parse.
+fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c INTERNAL)
+
 # Issue 36, "finding the next ones": the contract tested from outside,
 # through ferrox.h only, on a synthetic model with byte tokens
 # (support/byte_model.c). test_api_statemachine: a seeded random state

@@ -347,6 +347,10 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
                        "(..256)",
                        p->max_rows, p->max_step_tokens, p->n_ctx,
                        p->block_tokens, p->n_threads);
+    if (p->kv_bytes > FX_BATCHER_MAX_KV_BYTES)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "kv_bytes %llu is above FX_BATCHER_MAX_KV_BYTES (2^40)",
+                       (unsigned long long)p->kv_bytes);
     if (p->kv_bytes == 0)
         p->kv_bytes = fx_batcher_default_kv_bytes(hp, p->max_rows, p->n_ctx,
                                                   p->block_tokens);

@@ -94,30 +94,38 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
      * apart (the 246M model), so with 4 KiB pages nearly every piece was
      * a new page: a TLB miss, and hardware prefetchers that stop at the
      * page's end. Zeroed here, after the hint, so that the first touch
-     * already takes huge pages. */
+     * already takes huge pages. The biggest allocation goes first and each
+     * is checked at once: a pool the machine cannot hold fails before any
+     * per-block array is allocated and zeroed. */
     kv->data = fx_malloc_huge(alloc, (size_t)total_floats * sizeof(float),
                               &kv->data_raw);
-    if (kv->data) memset(kv->data, 0, (size_t)total_floats * sizeof(float));
-    kv->row_refs = fx_calloc(alloc, n, sizeof(uint32_t));
-    kv->free_stack = fx_malloc_array(alloc, n, sizeof(uint32_t));
-    kv->parent = fx_malloc_array(alloc, nn, sizeof(uint32_t));
-    kv->first_child = fx_malloc_array(alloc, nn, sizeof(uint32_t));
-    kv->next_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t));
-    kv->prev_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t));
-    kv->tokens = fx_malloc_array(alloc, (size_t)total_tokens, sizeof(int32_t));
-    kv->pins = fx_calloc(alloc, n, sizeof(uint32_t));
-    kv->last_use = fx_calloc(alloc, n, sizeof(uint64_t));
-    kv->lru_prev = fx_malloc_array(alloc, n, sizeof(uint32_t));
-    kv->lru_next = fx_malloc_array(alloc, n, sizeof(uint32_t));
-    kv->in_lru = fx_calloc(alloc, n, 1);
-    kv->scratch = fx_malloc_array(alloc, n, sizeof(uint32_t));
-    if (!kv->data || !kv->row_refs || !kv->free_stack || !kv->parent ||
-        !kv->first_child || !kv->next_sibling || !kv->prev_sibling ||
-        !kv->tokens || !kv->pins || !kv->last_use || !kv->lru_prev ||
-        !kv->lru_next || !kv->in_lru || !kv->scratch) {
-        fx_kv_free(kv);
-        return fx_fail(err, FX_ERR_NOMEM,
-                       "kv: out of memory for %u blocks of %u positions", n, bt);
+    if (!kv->data) goto nomem;
+    memset(kv->data, 0, (size_t)total_floats * sizeof(float));
+    struct {
+        void **p;
+        size_t count, size;
+        int zero;
+    } arrays[] = {
+        {(void **)&kv->tokens, (size_t)total_tokens, sizeof(int32_t), 0},
+        {(void **)&kv->last_use, n, sizeof(uint64_t), 1},
+        {(void **)&kv->row_refs, n, sizeof(uint32_t), 1},
+        {(void **)&kv->free_stack, n, sizeof(uint32_t), 0},
+        {(void **)&kv->parent, nn, sizeof(uint32_t), 0},
+        {(void **)&kv->first_child, nn, sizeof(uint32_t), 0},
+        {(void **)&kv->next_sibling, nn, sizeof(uint32_t), 0},
+        {(void **)&kv->prev_sibling, nn, sizeof(uint32_t), 0},
+        {(void **)&kv->pins, n, sizeof(uint32_t), 1},
+        {(void **)&kv->lru_prev, n, sizeof(uint32_t), 0},
+        {(void **)&kv->lru_next, n, sizeof(uint32_t), 0},
+        {(void **)&kv->scratch, n, sizeof(uint32_t), 0},
+        {(void **)&kv->in_lru, n, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
+        *arrays[i].p = arrays[i].zero
+                           ? fx_calloc(alloc, arrays[i].count, arrays[i].size)
+                           : fx_malloc_array(alloc, arrays[i].count,
+                                             arrays[i].size);
+        if (!*arrays[i].p) goto nomem;
     }
     for (uint32_t i = 0; i <= n; i++) {
         kv->parent[i] = KV_NIL;
@@ -131,6 +139,10 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
     kv->lru_head = kv->lru_tail = KV_NIL;
     *out = kv;
     return FX_OK;
+nomem:
+    fx_kv_free(kv);
+    return fx_fail(err, FX_ERR_NOMEM,
+                   "kv: out of memory for %u blocks of %u positions", n, bt);
 }
 
 uint32_t fx_kv_block_tokens(const fx_kv *kv) { return kv->block_tokens; }

@@ -271,7 +271,9 @@ fx_status fx_gstate_init(fx_gstate *s, const fx_alloc *alloc,
                                           "parse limits");
     else if (a.n_out == 0)
         st = fx_fail(err, FX_ERR_GRAMMAR, "grammar: the root rule matches nothing");
-    memcpy(s->frames, tmp, w.n_frames * sizeof *tmp);
+    /* Only a start state that fits is kept: a refused one can hold more
+     * frames than the row's array. */
+    if (st == FX_OK) memcpy(s->frames, tmp, w.n_frames * sizeof *tmp);
     s->n_frames = w.n_frames;
     s->n_tops = a.n_out;
     s->g = g;
