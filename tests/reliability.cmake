@@ -53,3 +53,6 @@ target_sources(fx_test_support PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/support/text_ref.c
   ${CMAKE_CURRENT_SOURCE_DIR}/support/grammar_gen.c)
 fx_add_test(test_api_statemachine SOURCES test_api_statemachine.c sm_gen.c)
+# test_grammar_limits: generated grammars at every FX_GRAMMAR_* limit and
+# one past it, issue 36's chain among them.
+fx_add_test(test_grammar_limits SOURCES test_grammar_limits.c)

@@ -72,8 +72,8 @@ char *gg_nest(unsigned depth, size_t *len) {
 
 char *gg_repeat_block(unsigned n, unsigned count, size_t *len) {
     sb b = {0};
-    sb_printf(&b, "root ::= \"b\" | (\"");
+    sb_printf(&b, "root ::= \"b\" | \"");
     for (unsigned i = 0; i < n; i++) sb_printf(&b, "a");
-    sb_printf(&b, "\"){%u}\n", count);
+    sb_printf(&b, "\"{%u}\n", count);
     return sb_done(&b, len);
 }

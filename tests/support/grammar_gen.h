@@ -23,8 +23,9 @@ char *gg_wide(unsigned k, size_t *len);
 /* root ::= ((( ... ("a") ... ))) with `depth` nested groups. */
 char *gg_nest(unsigned depth, size_t *len);
 
-/* root ::= "b" | ("<n times a>"){count}: the compiled program grows with
- * n * count (the {m,n} copies). */
+/* root ::= "b" | "<n times a>"{count}: the compiled program grows with
+ * n * count (the {m,n} copies of the literal's elements; a group in
+ * parentheses would be one rule reference, copied count times). */
 char *gg_repeat_block(unsigned n, unsigned count, size_t *len);
 
 #endif /* FX_TEST_GRAMMAR_GEN_H */
