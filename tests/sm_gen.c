@@ -272,7 +272,6 @@ static void gen_bias(sm_rng *g, sm_request *qq, sm_row *r) {
     fx_request *q = &qq->big.r;
     uint64_t k = sm_below(g, 10);
     if (k >= 4) return;
-    if (k == 0) return; /* DEVSKIP */
     r->has_bias = 1;
     r->banned = calloc(n_vocab, 1);
     if (!r->banned) fail_msg("out of memory in the test");
@@ -321,7 +320,7 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
         lease = &c->leases[sm_below(g, (uint64_t)c->n_leases)];
         req->lease = lease->h;
         if (lease->released) defects |= SM_ST(FX_ERR_STALE_HANDLE);
-    } else if (0 && c->n_other_leases && sm_below(g, 20) == 0) { /* DEVSKIP */
+    } else if (c->n_other_leases && sm_below(g, 20) == 0) {
         req->lease = c->other_leases[sm_below(g, (uint64_t)c->n_other_leases)].h;
         defects |= SM_ST(FX_ERR_STALE_HANDLE) | SM_ST(FX_ERR_INVALID_ARG);
         q->what = "another batcher's lease";

@@ -302,7 +302,6 @@ static void op_cancel_or_release(bslot *s, int release) {
 
 /* A handle of the other batcher (or one made up) names no row here. */
 static void op_foreign_handle(bslot *s) {
-    if (s) return; /* DEVSKIP */
     bslot *o = s == &bs[0] ? &bs[1] : &bs[0];
     fx_row *h;
     sm_row *r = pick_rec(o->serial, 0);
