@@ -178,10 +178,16 @@ typedef enum fx_status {
     FX_ERR_INTERNAL = 23,        /**< an internal consistency check failed;
                                     the batcher stops rather than corrupt
                                     rows (please report it) */
-    FX_ERR_GRAMMAR = 24          /**< a grammar that does not compile (the
+    FX_ERR_GRAMMAR = 24,         /**< a grammar that does not compile (the
                                     message has its line and column), or a
                                     row whose grammar cannot continue with
                                     any token of the vocabulary */
+    FX_ERR_ALL_BANNED = 25       /**< a row's logit_bias is -INFINITY on
+                                    every token that may come next (every
+                                    token, or every one its grammar or
+                                    FX_REQUEST_JSON allows): the row ends
+                                    with FX_FINISH_ERROR and this status
+                                    instead of sampling a banned token */
 } fx_status;
 
 /**
@@ -217,7 +223,8 @@ typedef struct fx_model fx_model;     /* loaded weights and vocabulary */
  *  excepted). */
 typedef struct fx_batcher fx_batcher; /* rows in flight over one model */
 /** One request inside a batcher, returned by fx_submit. Not a pointer: a
- *  generation-counted id that is never dereferenced, so a stale one is
+ *  generation-counted id that is never dereferenced, so a stale one -- or
+ *  one of another batcher, whose ids are salted differently -- is
  *  detected (FX_ERR_STALE_HANDLE) instead of reaching another row. It is
  *  never freed: it ends when the row's DONE event is polled or when
  *  fx_row_release is called, and dies with its batcher. */
@@ -1144,6 +1151,8 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
  * A row handle is a generation-counted id, not a pointer: once a row is
  * reaped (its DONE event polled) or released, its handle is stale and every
  * call given it returns FX_ERR_STALE_HANDLE, even after its slot is reused.
+ * A row or lease handle given to a batcher that did not issue it is
+ * FX_ERR_STALE_HANDLE too (0 from fx_lease_ready and fx_lease_pinned).
  *
  * Prefix cache: when a row ends, its tokens (prompt and output) are
  * published in whole KV blocks; a later request whose prompt starts with
@@ -1414,7 +1423,12 @@ typedef struct fx_request {
                                       (default) */
     uint32_t penalty_last_n;       /**< tokens (prompt included) the
                                       penalties look back; default 64 */
-    const fx_logit_bias *logit_bias; /**< copied; ids must be in range */
+    const fx_logit_bias *logit_bias; /**< copied; ids must be in range.
+                                      A banned token (-INFINITY) is never
+                                      sampled: a step where every token
+                                      that may come next is banned ends the
+                                      row with FX_FINISH_ERROR /
+                                      FX_ERR_ALL_BANNED */
     size_t n_logit_bias;           /**< how many biases */
     /** 0 (default): off. 1..FX_MAX_LOGPROBS: each generated token also
      * arrives as an FX_EVENT_TOKEN event with its log-probability and this

@@ -8,6 +8,14 @@
  *   the machine cannot hold FX_ERR_NOMEM at the first allocation that
  *   fails, nothing allocated after it: in a child capped by RLIMIT_AS, so
  *   a missed check fails the test rather than the machine;
+ * - a -INFINITY bias on every token that may come next (all of them, or
+ *   all a grammar or JSON mode allows) ends that row with FX_FINISH_ERROR
+ *   / FX_ERR_ALL_BANNED, greedy and sampled, and the other rows of its
+ *   batch are byte for byte what they are without it;
+ * - a row or lease handle of batcher A given to batcher B -- which has a
+ *   row and a lease in the same slot with the same generation -- is
+ *   FX_ERR_STALE_HANDLE (0 from fx_lease_ready / fx_lease_pinned) in every
+ *   call that takes one, and B's row and lease are untouched;
  */
 /* fork, setrlimit, clock_gettime */
 #define _GNU_SOURCE
@@ -18,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +40,7 @@
 #include "test_util.h"
 
 static char model_path[4096];
+static char json_model_path[4096]; /* a vocabulary JSON can be written in */
 
 /* A capped child's huge requests must come back NULL, not abort: ASan's
  * allocator only returns NULL when told so. */
@@ -341,16 +351,263 @@ static void test_kv_bytes_capped(void **state) {
     fx_model_free(m);
 }
 
+/* ---- 3. every allowed token banned ---- */
+
+enum { JSON_VOCAB = 64 };
+
+/* <unk> <s> </s>, JSON's pieces, then <t15> .. <t63>. */
+static size_t json_vocab(gw_buf *b, void *user) {
+    (void)user;
+    static const char *const pieces[] = {"<unk>", "<s>", "</s>", "{", "}",
+                                         "[", "]", "\"", ":", ",", "1", "a",
+                                         "true", "null", " "};
+    size_t n_pieces = sizeof pieces / sizeof *pieces;
+    const char *tokens[JSON_VOCAB];
+    char plain[JSON_VOCAB][16];
+    float scores[JSON_VOCAB];
+    int32_t types[JSON_VOCAB];
+    for (uint32_t i = 0; i < JSON_VOCAB; i++) {
+        if (i < n_pieces) {
+            tokens[i] = pieces[i];
+        } else {
+            snprintf(plain[i], sizeof plain[i], "<t%u>", i);
+            tokens[i] = plain[i];
+        }
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+        scores[i] = -(float)i;
+    }
+    gw_kv_str(b, "tokenizer.ggml.model", "llama");
+    gw_kv_arr_str(b, "tokenizer.ggml.tokens", tokens, JSON_VOCAB);
+    gw_kv_arr_f32(b, "tokenizer.ggml.scores", scores, JSON_VOCAB);
+    gw_kv_arr_i32(b, "tokenizer.ggml.token_type", types, JSON_VOCAB);
+    gw_kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
+    gw_kv_u32(b, "tokenizer.ggml.eos_token_id", 2);
+    gw_kv_u32(b, "tokenizer.ggml.unknown_token_id", 0);
+    return 7;
+}
+
+typedef struct banned_case {
+    const char *name;
+    float temperature;
+    const char *grammar; /* NULL: none */
+    int json;
+    int32_t keep;        /* the one token not banned, or -1 */
+    const int32_t *only; /* ban only these (NULL: every token but keep) */
+    size_t n_only;
+    size_t want_tokens;  /* generated before the ban bites */
+} banned_case;
+
+static const int32_t t40_t41[] = {40, 41};
+static const int32_t t41[] = {41};
+
+static const banned_case banned_cases[] = {
+    {"greedy, every token", 0, NULL, 0, -1, NULL, 0, 0},
+    {"sampled, every token", 0.8f, NULL, 0, -1, NULL, 0, 0},
+    {"greedy grammar, its two tokens", 0, "root ::= (\"<t40>\" | \"<t41>\")+\n",
+     0, -1, t40_t41, 2, 0},
+    {"sampled grammar, its two tokens", 0.8f,
+     "root ::= (\"<t40>\" | \"<t41>\")+\n", 0, -1, t40_t41, 2, 0},
+    {"greedy grammar, banned after its first token", 0,
+     "root ::= \"<t40>\" \"<t41>\"+\n", 0, -1, t41, 1, 1},
+    {"greedy JSON, every token", 0, NULL, 1, -1, NULL, 0, 0},
+    {"sampled JSON, every token JSON allows", 0.8f, NULL, 1, 50, NULL, 0, 0},
+};
+
+enum { BYSTANDERS = 2 };
+
+/* Rows 0 and 2 are bystanders (greedy, and sampled with a seed); row 1,
+ * when c is given, is the faulty one. */
+static void banned_batch(fx_model *m, const banned_case *c,
+                         outcome out[BYSTANDERS + 1]) {
+    fx_batcher *b = make_batcher(m, 3);
+    fx_logit_bias bias[JSON_VOCAB];
+    size_t n_bias = 0;
+    memset(out, 0, sizeof(outcome) * (BYSTANDERS + 1));
+    for (int i = 0; i < BYSTANDERS + 1; i++) {
+        if (i == 1 && !c) continue;
+        int32_t prompt[8];
+        fx_request r;
+        plain_request(&r, prompt, i);
+        r.max_tokens = 8;
+        r.user = &out[i];
+        if (i == 2) {
+            r.temperature = 0.9f;
+            r.seed = 7;
+        }
+        if (i == 1) {
+            r.temperature = c->temperature;
+            r.seed = 3;
+            r.flags = 0;
+            if (c->grammar) {
+                r.grammar = c->grammar;
+                r.grammar_len = strlen(c->grammar);
+            }
+            if (c->json) r.flags |= FX_REQUEST_JSON;
+            if (c->only) {
+                for (size_t k = 0; k < c->n_only; k++)
+                    bias[n_bias++] = (fx_logit_bias){c->only[k], -INFINITY};
+            } else {
+                for (int32_t t = 0; t < JSON_VOCAB; t++)
+                    if (t != c->keep) bias[n_bias++] = (fx_logit_bias){t, -INFINITY};
+            }
+            r.logit_bias = bias;
+            r.n_logit_bias = n_bias;
+        }
+        fx_row *row;
+        assert_int_equal(fx_submit(b, &r, &row), FX_OK);
+    }
+    drain(b);
+    fx_batcher_free(b);
+}
+
+static void test_all_banned(void **state) {
+    (void)state;
+    fx_model *m = NULL;
+    char err[256];
+    if (fx_model_load(json_model_path, NULL, &m, err, sizeof err) != FX_OK)
+        fail_msg("load: %s", err);
+    outcome alone[BYSTANDERS + 1];
+    banned_batch(m, NULL, alone);
+    assert_int_equal(alone[0].done, 1);
+    assert_int_equal(alone[2].done, 1);
+    for (size_t i = 0; i < sizeof banned_cases / sizeof *banned_cases; i++) {
+        const banned_case *c = &banned_cases[i];
+        outcome out[BYSTANDERS + 1];
+        banned_batch(m, c, out);
+        print_message("%s: finish %d, status %s, %zu tokens\n", c->name,
+                      out[1].finish, fx_status_str(out[1].status),
+                      out[1].n_ids);
+        assert_int_equal(out[1].done, 1);
+        assert_int_equal(out[1].finish, FX_FINISH_ERROR);
+        assert_int_equal(out[1].status, FX_ERR_ALL_BANNED);
+        assert_int_equal(out[1].n_ids, c->want_tokens);
+        for (size_t k = 0; k < out[1].n_ids; k++)
+            assert_int_equal(out[1].ids[k], 40); /* never a banned one */
+        for (int j = 0; j < BYSTANDERS + 1; j += 2) {
+            assert_int_equal(out[j].done, 1);
+            assert_int_equal(out[j].finish, alone[j].finish);
+            assert_int_equal(out[j].n_ids, alone[j].n_ids);
+            assert_memory_equal(out[j].ids, alone[j].ids,
+                                alone[j].n_ids * sizeof *alone[j].ids);
+            assert_int_equal(out[j].n_text, alone[j].n_text);
+            assert_memory_equal(out[j].text, alone[j].text, alone[j].n_text);
+        }
+    }
+    /* A bias that leaves one allowed token: that token, every step. */
+    fx_batcher *b = make_batcher(m, 1);
+    int32_t prompt[8];
+    fx_request r;
+    plain_request(&r, prompt, 0);
+    fx_logit_bias bias[JSON_VOCAB];
+    size_t n_bias = 0;
+    for (int32_t t = 0; t < JSON_VOCAB; t++)
+        if (t != 45) bias[n_bias++] = (fx_logit_bias){t, -INFINITY};
+    r.logit_bias = bias;
+    r.n_logit_bias = n_bias;
+    r.temperature = 0.8f;
+    outcome o = {0};
+    r.user = &o;
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &r, &row), FX_OK);
+    drain(b);
+    assert_int_equal(o.finish, FX_FINISH_LENGTH);
+    assert_int_equal(o.n_ids, r.max_tokens);
+    for (size_t k = 0; k < o.n_ids; k++) assert_int_equal(o.ids[k], 45);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
+/* ---- 4. handles of another batcher ---- */
+
+static const char lease_text[] = "<t5> <t6> <t7> <t8> <t9> <t10> <t11> <t12> "
+                                 "<t13> <t14> <t15> <t16> <t17> <t18>";
+
+static void test_foreign_handles(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    fx_batcher *a = make_batcher(m, 2), *b = make_batcher(m, 2);
+    /* The same calls on two fresh batchers: the same slots and
+     * generations inside. */
+    fx_lease *la = NULL, *lb = NULL;
+    assert_int_equal(fx_lease_create(a, lease_text, strlen(lease_text), 0, &la),
+                     FX_OK);
+    assert_int_equal(fx_lease_create(b, lease_text, strlen(lease_text), 0, &lb),
+                     FX_OK);
+    drain(a);
+    drain(b);
+    assert_int_equal(fx_lease_pinned(a, la), 1);
+    assert_int_equal(fx_lease_pinned(b, lb), 1);
+    outcome oa = {0}, ob = {0};
+    fx_row *ra = NULL, *rb = NULL;
+    int32_t prompt[8];
+    fx_request r;
+    plain_request(&r, prompt, 0);
+    r.lease = la;
+    r.user = &oa;
+    assert_int_equal(fx_submit(a, &r, &ra), FX_OK);
+    r.lease = lb;
+    r.user = &ob;
+    assert_int_equal(fx_submit(b, &r, &rb), FX_OK);
+
+    /* Every call that takes a row handle. */
+    assert_int_equal(fx_cancel(b, ra), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_row_release(b, ra), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_cancel(a, rb), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_row_release(a, rb), FX_ERR_STALE_HANDLE);
+    /* Every call that takes a lease handle. */
+    assert_int_equal(fx_lease_ready(b, la), 0);
+    assert_int_equal(fx_lease_pinned(b, la), 0);
+    assert_int_equal(fx_lease_release(b, la), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_lease_release(a, lb), FX_ERR_STALE_HANDLE);
+    fx_row *none = NULL;
+    r.lease = la;
+    r.user = NULL;
+    assert_int_equal(fx_submit(b, &r, &none), FX_ERR_STALE_HANDLE);
+    assert_null(none);
+    /* A lease handle is not a row handle, nor the other way round. */
+    assert_int_equal(fx_cancel(b, (fx_row *)(void *)lb), FX_ERR_STALE_HANDLE);
+    assert_int_equal(fx_lease_release(b, (fx_lease *)(void *)rb),
+                     FX_ERR_STALE_HANDLE);
+
+    /* Nothing of b's was touched: its lease is pinned, its row runs to
+     * max_tokens, and so do a's. */
+    assert_int_equal(fx_lease_ready(b, lb), 1);
+    assert_int_equal(fx_lease_pinned(b, lb), 1);
+    drain(a);
+    drain(b);
+    assert_int_equal(oa.done, 1);
+    assert_int_equal(ob.done, 1);
+    assert_int_equal(oa.finish, FX_FINISH_LENGTH);
+    assert_int_equal(ob.finish, FX_FINISH_LENGTH);
+    assert_int_equal(fx_lease_release(a, la), FX_OK);
+    assert_int_equal(fx_lease_release(b, lb), FX_OK);
+    fx_batcher_free(a);
+    fx_batcher_free(b);
+    fx_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s",
              fx_test_tmp_path("reliability_fixes.gguf"));
+    snprintf(json_model_path, sizeof json_model_path, "%s",
+             fx_test_tmp_path("reliability_fixes_json.gguf"));
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.n_vocab = JSON_VOCAB;
+    spec.extra_kv = json_vocab;
+    gw_buf buf = {0};
+    gw_build_model(&buf, &spec);
+    int rc = gw_write_file(&buf, json_model_path);
+    gw_free(&buf);
+    if (rc != 0) return -1;
     return gw_write_tiny_model(model_path, 256, 3) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
     remove(model_path);
+    remove(json_model_path);
     return 0;
 }
 
@@ -359,6 +616,8 @@ int main(void) {
         cmocka_unit_test(test_chain_grammar_state),
         cmocka_unit_test(test_chain_grammar_submit),
         cmocka_unit_test(test_kv_bytes_capped),
+        cmocka_unit_test(test_all_banned),
+        cmocka_unit_test(test_foreign_handles),
     };
     return cmocka_run_group_tests_name("reliability_fixes", tests, setup,
                                        teardown);

@@ -40,6 +40,7 @@ const char *fx_status_str(fx_status status) {
     case FX_ERR_NO_ROOM: return "request can never fit";
     case FX_ERR_INTERNAL: return "internal consistency check failed";
     case FX_ERR_GRAMMAR: return "grammar error";
+    case FX_ERR_ALL_BANNED: return "every allowed token is banned";
     }
     return "unknown status";
 }

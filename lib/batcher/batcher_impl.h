@@ -126,6 +126,7 @@ typedef struct event_rec {
 
 struct fx_batcher_impl {
     fx_alloc alloc;
+    uintptr_t row_salt, lease_salt; /* this batcher's handles (see below) */
     fx_logger log;
     fx_error err;
     fx_batcher_model model;
@@ -203,26 +204,37 @@ struct fx_batcher_impl {
 };
 
 /* ---- handles ----
- * A handle is (generation << SLOT_BITS) | (slot + 1), never a pointer the
- * library dereferences: a stale handle fails the generation check instead
- * of reaching whatever now lives in that slot. */
+ * A handle is ((generation << SLOT_BITS) | (slot + 1)) ^ salt, never a
+ * pointer the library dereferences: a stale handle fails the generation
+ * check instead of reaching whatever now lives in that slot. The salt is
+ * the batcher's own (one for rows, another for leases), so a handle of
+ * another batcher decodes to a slot and generation that match a live row
+ * only by a chance of about 2^-32 (2^-16 with 32-bit pointers). The
+ * salt's top slot bit is set: a valid handle is never 0. */
 
 #define FX_SLOT_BITS (sizeof(uintptr_t) >= 8 ? 32u : 16u)
 #define FX_GEN_MASK ((uint32_t)(sizeof(uintptr_t) >= 8 ? 0xFFFFFFFFu : 0xFFFFu))
+#define FX_SLOT_MASK (((uintptr_t)1 << FX_SLOT_BITS) - 1)
 
-static inline uintptr_t fx_handle_encode(uint32_t slot, uint32_t gen) {
-    return ((uintptr_t)(gen & FX_GEN_MASK) << FX_SLOT_BITS) |
-           ((uintptr_t)slot + 1);
+static inline uintptr_t fx_handle_encode(uint32_t slot, uint32_t gen,
+                                         uintptr_t salt) {
+    return (((uintptr_t)(gen & FX_GEN_MASK) << FX_SLOT_BITS) |
+            ((uintptr_t)slot + 1)) ^ salt;
 }
 
-static inline bool fx_handle_decode(uintptr_t h, uint32_t limit,
-                                    uint32_t *slot, uint32_t *gen) {
-    uintptr_t s = h & (((uintptr_t)1 << FX_SLOT_BITS) - 1);
+static inline bool fx_handle_decode(uintptr_t h, uintptr_t salt,
+                                    uint32_t limit, uint32_t *slot,
+                                    uint32_t *gen) {
+    h ^= salt;
+    uintptr_t s = h & FX_SLOT_MASK;
     if (s == 0 || s > limit) return false;
     *slot = (uint32_t)(s - 1);
     *gen = (uint32_t)(h >> FX_SLOT_BITS) & FX_GEN_MASK;
     return true;
 }
+
+/* A salt for a batcher's handles, from its address and the clock. */
+uintptr_t fx_handle_salt(const void *batcher, uint64_t stream);
 
 /* ---- rows.c ---- */
 

@@ -20,10 +20,27 @@ row *fx_batcher_row(const fx_batcher_impl *b, uint32_t slot) {
     return b->rows[slot];
 }
 
+uintptr_t fx_handle_salt(const void *batcher, uint64_t stream) {
+    /* splitmix64 over the address, the clock and the stream: batchers
+     * alive at once have different addresses, and the clock makes a
+     * freed batcher's successor at the same address differ too. */
+    uint64_t t;
+    double now = fx_batcher_now();
+    memcpy(&t, &now, sizeof t);
+    uint64_t z = (uint64_t)(uintptr_t)batcher ^ (t * 0x9E3779B97F4A7C15ull) ^
+                 (stream << 56);
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (uintptr_t)z | ((uintptr_t)1 << (FX_SLOT_BITS - 1));
+}
+
 /* The live row a host handle names, or NULL. Call with the lock held. */
 row *fx_batcher_resolve_row(fx_batcher_impl *b, fx_row *handle, uint32_t *slot) {
     uint32_t gen;
-    if (!fx_handle_decode((uintptr_t)handle, b->n_slots, slot, &gen)) return NULL;
+    if (!fx_handle_decode((uintptr_t)handle, b->row_salt, b->n_slots, slot, &gen))
+        return NULL;
     row *r = b->rows[*slot];
     /* Only what the lock guards is read here (fx_cancel calls this from
      * other threads): not `state`, which the stepping thread writes
@@ -35,7 +52,8 @@ row *fx_batcher_resolve_row(fx_batcher_impl *b, fx_row *handle, uint32_t *slot) 
 lease_rec *fx_batcher_resolve_lease(const fx_batcher_impl *b,
                                     const fx_lease *h, uint32_t *index) {
     uint32_t gen;
-    if (!fx_handle_decode((uintptr_t)h, b->n_leases, index, &gen)) return NULL;
+    if (!fx_handle_decode((uintptr_t)h, b->lease_salt, b->n_leases, index, &gen))
+        return NULL;
     lease_rec *l = &b->leases[*index];
     if (l->state == LEASE_FREE || !l->handle_live || (l->gen & FX_GEN_MASK) != gen)
         return NULL;
@@ -266,7 +284,7 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
         if (r->gen != ev.gen || !r->handle_live) continue;
         memset(out, 0, sizeof *out);
         out->type = ev.type;
-        out->row = (fx_row *)fx_handle_encode(ev.slot, ev.gen);
+        out->row = (fx_row *)fx_handle_encode(ev.slot, ev.gen, b->row_salt);
         out->user = ev.user;
         out->stop_index = -1;
         if (ev.type == FX_EVENT_TEXT) {
@@ -402,6 +420,8 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
     b->model = *model;
     b->params = p;
     b->n_vocab = model->hp->n_vocab;
+    b->row_salt = fx_handle_salt(b, 1);
+    b->lease_salt = fx_handle_salt(b, 2);
     if (pthread_mutex_init(&b->lock, NULL) != 0) {
         fx_free(&alloc, b);
         return fx_fail(err, FX_ERR_NOMEM, "cannot create a mutex");

@@ -409,8 +409,9 @@ static fx_status run_batch(fx_batcher_impl *b) {
         row *r = b->rows[slot];
         const int32_t token = job->token;
         if (job->status != FX_OK) {
-            /* This row's grammar cannot go on: it fails alone (DESIGN
-             * invariant 7); nothing else in the batch is touched. */
+            /* This row cannot go on (its grammar, or a bias that bans
+             * every allowed token): it fails alone (DESIGN invariant 7);
+             * nothing else in the batch is touched. */
             fx_log(&b->log, FX_LOG_INFO, "row failed: %s", job->err.message);
             fail_row(b, r, job->status);
             continue;

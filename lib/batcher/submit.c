@@ -211,7 +211,7 @@ static fx_status enqueue(fx_batcher_impl *b, uint32_t slot, row *r,
         /* A lease's row is internal: the host never holds its handle. */
         r->handle_live = !r->is_pin;
         r->t_submit = fx_batcher_now();
-        *handle = fx_handle_encode(slot, r->gen);
+        *handle = fx_handle_encode(slot, r->gen, b->row_salt);
     }
     pthread_mutex_unlock(&b->lock);
     return st;
@@ -340,7 +340,7 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
     l->state = LEASE_PENDING;
     l->handle_live = 1;
     l->pin_row = slot;
-    *out = (fx_lease *)fx_handle_encode(index, l->gen);
+    *out = (fx_lease *)fx_handle_encode(index, l->gen, b->lease_salt);
     return FX_OK;
 }
 

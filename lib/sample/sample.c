@@ -525,6 +525,27 @@ static void adjust(const fx_sampler *s, fx_sample_ctx *ctx, fx_candidate *c,
         if ((uint32_t)hist[i] < ctx->n_vocab) ctx->counts[hist[i]] = 0;
 }
 
+/* Whether the candidates left anything to sample: a -INFINITY bias bans
+ * a token, and with every one banned the row must end, not draw one. */
+static bool any_allowed(const fx_candidate *c, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit != -INFINITY) return true;
+    return false;
+}
+
+/* The sum of token id's biases is -INFINITY. */
+static bool banned(const fx_sampler *s, int32_t id) {
+    float sum = 0;
+    for (uint32_t i = 0; i < s->n_bias; i++)
+        if (s->bias[i].token == id) sum += s->bias[i].bias;
+    return sum == -INFINITY;
+}
+
+static fx_status all_banned(fx_error *err) {
+    return fx_fail(err, FX_ERR_ALL_BANNED,
+                   "logit_bias bans every token that may come next");
+}
+
 fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
                           const float *logits, uint32_t n_vocab,
                           const int32_t *history, size_t n_history,
@@ -541,6 +562,7 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
             scratch[i] = (fx_candidate){(int32_t)i, logits[i], 0};
         n = n_vocab;
         adjust(s, ctx, scratch, n, history, n_history);
+        if (s->n_bias && !any_allowed(scratch, n)) return all_banned(err);
         *token = sample_candidates(s, scratch, n);
         return FX_OK;
     }
@@ -553,8 +575,15 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
     uint32_t n_eog = w->eog_allowed ? ctx->trie->n_eog : 0;
     if (w->n_allowed == n_eog) {
         /* Complete, and nothing may follow: end of sequence, whatever the
-         * logits say (RELIABILITY 25). */
-        *token = ctx->trie->eos >= 0 ? ctx->trie->eos : w->allowed[0];
+         * logits say (RELIABILITY 25) -- unless the bias bans it. */
+        int32_t end = ctx->trie->eos >= 0 ? ctx->trie->eos : w->allowed[0];
+        if (s->n_bias && banned(s, end)) {
+            end = -1;
+            for (uint32_t i = 0; i < w->n_allowed && end < 0; i++)
+                if (!banned(s, w->allowed[i])) end = w->allowed[i];
+            if (end < 0) return all_banned(err);
+        }
+        *token = end;
         *eog = 1;
         return FX_OK;
     }
@@ -566,6 +595,7 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
         return fx_fail(err, FX_ERR_GRAMMAR,
                        "grammar: no token of the model can continue it");
     adjust(s, ctx, scratch, n, history, n_history);
+    if (s->n_bias && !any_allowed(scratch, n)) return all_banned(err);
     fx_rng saved = s->rng;
     int32_t t = sample_candidates(s, scratch, n);
     if (fx_vocab_is_eog(ctx->vocab, t)) {

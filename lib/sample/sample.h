@@ -106,8 +106,9 @@ void fx_sample_ctx_free(fx_sample_ctx *c, const fx_alloc *alloc);
  * token: the whole step of one row. With a grammar, *eog is set when the
  * token ends the sentence (an end-of-generation token, allowed only once
  * the grammar is complete, and forced when nothing else is). Returns
- * FX_ERR_GRAMMAR when no token of the vocabulary can continue; the sampler
- * is then unchanged. */
+ * FX_ERR_GRAMMAR when no token of the vocabulary can continue, and
+ * FX_ERR_ALL_BANNED when the logit bias bans every token that may come
+ * next; the sampler is then unchanged. */
 fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
                           const float *logits, uint32_t n_vocab,
                           const int32_t *history, size_t n_history,
