@@ -593,14 +593,19 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
         fail_msg("row %zu: finish %d", r->id, ev->finish);
     if ((ev->finish == FX_FINISH_ERROR) != (ev->status != FX_OK))
         fail_msg("row %zu: finish %d with status %s", r->id, ev->finish, fx_status_str(ev->status));
-    /* A grammar may run out of tokens (or out of its parse limits), the
-     * more so when biases ban some; nothing else may fail a row. */
-    if (ev->finish == FX_FINISH_ERROR && !r->faulted && !r->all_banned &&
-        !(r->has_grammar && (ev->status == FX_ERR_GRAMMAR || r->banned)))
+    /* A grammar may run out of tokens (or out of its parse limits), and
+     * biases may ban all it allows; nothing else may fail a row. */
+    if (ev->finish == FX_FINISH_ERROR && !r->faulted &&
+        !(r->has_grammar && ev->status == FX_ERR_GRAMMAR) &&
+        !(r->banned && ev->status == FX_ERR_ALL_BANNED))
         fail_msg("row %zu failed: %s", r->id, fx_status_str(ev->status));
-    if (r->all_banned && !r->faulted && (ev->finish != FX_FINISH_ERROR || n != 0))
-        fail_msg("row %zu: every token banned by -INFINITY, yet it ended %d after %zu tokens",
-                 r->id, ev->finish, n);
+    /* The chain of 300 levels dies at its first token by its own limits
+     * (test_grammar_limits), whatever the biases. */
+    if (r->all_banned && !r->faulted &&
+        (n != 0 || (ev->finish != FX_FINISH_CANCELLED && ev->status != FX_ERR_ALL_BANNED &&
+                    !(r->gcheck == G_ONLY_A && ev->status == FX_ERR_GRAMMAR))))
+        fail_msg("row %zu (grammar check %d, json %d): every token banned by -INFINITY, yet it ended %d (%s) after "
+                 "%zu tokens", r->id, r->gcheck, !!(r->flags & FX_REQUEST_JSON), ev->finish, fx_status_str(ev->status), n);
     if (ev->finish == FX_FINISH_CANCELLED && !r->cancel_asked)
         fail_msg("row %zu: cancelled without fx_cancel", r->id);
     if (u->completion_tokens != n || n > r->max_tokens)
