@@ -56,3 +56,6 @@ fx_add_test(test_api_statemachine SOURCES test_api_statemachine.c sm_gen.c)
 # test_grammar_limits: generated grammars at every FX_GRAMMAR_* limit and
 # one past it, issue 36's chain among them.
 fx_add_test(test_grammar_limits SOURCES test_grammar_limits.c)
+# test_resource_limits: every size a caller controls at its limit and one
+# past it, each in a child under RLIMIT_AS and an alarm.
+fx_add_test(test_resource_limits SOURCES test_resource_limits.c)
