@@ -559,6 +559,13 @@ static void queue_until_full_case(void) {
     CHECK(n > 10, "only %zu rows queued", n);
     for (size_t i = 0; i < n; i++) CHECK_ST(fx_row_release(b, rows[i]), FX_OK);
     free(rows);
+    /* Released queued rows leave at the next step, and free their memory
+     * there; no event comes for them. */
+    CHECK_ST(fx_step(b), FX_OK);
+    fx_event ev;
+    CHECK(fx_poll(b, &ev) == 0, "an event for a released row");
+    CHECK(fx_batcher_pending(b) == 0, "%u rows pending after the release",
+          fx_batcher_pending(b));
     result r = {0};
     CHECK_ST(submit_ids(b, 4, 3, &r, NULL), FX_OK);
     run(b);
