@@ -43,7 +43,7 @@
 #include "text_ref.h"
 
 static uint64_t run_seed = 36;
-static long run_ops = 8000;
+static long run_ops = 15000;
 
 /* ---- bookkeeping ---- */
 
@@ -263,6 +263,8 @@ static void op_submit(bslot *s) {
     if (st != FX_OK) {
         if (!q.null_out && row != NULL)
             fail_msg("submit (%s) failed but left a row handle", q.what);
+        if (fx_batcher_errmsg(s->b)[0] == '\0')
+            fail_msg("submit (%s) failed without a message", q.what);
         sm_row_free(r);
         stats_submit_err++;
         if (getenv("SMDBG")) fprintf(stderr, "REFUSED %s %s\n", fx_status_str(st), q.what);
@@ -348,8 +350,9 @@ static void op_lease(bslot *s) {
     sm_lease_req q;
     unsigned expect = sm_gen_lease(&rng, &c, &q);
     if (s->faults) expect |= SM_ST(FX_ERR_NOMEM);
-    fx_lease *h = NULL;
+    fx_lease *h = (fx_lease *)(uintptr_t)0xdeadbeef;
     fx_status st = fx_lease_create(s->b, q.text, q.len, q.flags, &h);
+    if (st != FX_OK && h != NULL) fail_msg("lease (%s) failed but left a handle", q.what);
     faults_tick(s);
     if (!(expect & SM_ST(st)))
         fail_msg("lease (%s): %s, expected mask 0x%x: %s", q.what,
