@@ -199,6 +199,50 @@ static int grammar_ok(int check, const char *t, size_t n, int complete) {
     }
 }
 
+/* A random GBNF text from rules root, r1 and r2: literals (multi-byte
+ * too), classes, groups, repetitions, references (left recursion
+ * included), and now and then a syntax error. It may or may not compile. */
+static void rand_expr(sm_rng *g, char *out, size_t *n, size_t cap, int depth) {
+    static const char *const atoms[] = {
+        "\"a\"", "\"ab\"", "[a-c]", "[^x]", ".", "\"\\u00e9\"",
+        "\"\xe6\x97\xa5\xe6\x9c\xac\"", "r1", "r2", "root", "\"\"", "[0-9]",
+        "\"\\n\"", "\"", "(", "[z-a]"};
+    static const char *const reps[] = {"", "", "*", "+", "?", "{0,3}", "{2}", "{1,}"};
+    size_t k = (size_t)sm_below(g, depth > 2 ? 13 : 16);
+    if (*n + 64 > cap) return;
+    if (k >= 13 && depth <= 2) {
+        int alts = 1 + (int)sm_below(g, 3);
+        out[(*n)++] = '(';
+        for (int i = 0; i < alts; i++) {
+            if (i) *n += (size_t)snprintf(out + *n, cap - *n, " | ");
+            rand_expr(g, out, n, cap, depth + 1);
+            out[(*n)++] = ' ';
+            rand_expr(g, out, n, cap, depth + 1);
+        }
+        out[(*n)++] = ')';
+    } else {
+        *n += (size_t)snprintf(out + *n, cap - *n, "%s", atoms[sm_below(g, 16)]);
+    }
+    *n += (size_t)snprintf(out + *n, cap - *n, "%s", reps[sm_below(g, 8)]);
+}
+
+static char *rand_grammar(sm_rng *g, size_t *len) {
+    size_t cap = 2048, n = 0;
+    char *out = xmalloc(cap);
+    static const char *const names[] = {"root", "r1", "r2"};
+    for (int r = 0; r < 3; r++) {
+        n += (size_t)snprintf(out + n, cap - n, "%s ::= ", names[r]);
+        int parts = 1 + (int)sm_below(g, 3);
+        for (int i = 0; i < parts; i++) {
+            rand_expr(g, out, &n, cap, 0);
+            out[n++] = ' ';
+        }
+        out[n++] = '\n';
+    }
+    *len = n;
+    return out;
+}
+
 /* ---- requests ---- */
 
 static void *keep(sm_request *q, void *p) {
@@ -310,6 +354,7 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
     q->what = "valid";
     req->user = r;
     unsigned defects = 0;
+    int rand_g = 0; /* a random grammar: it may or may not compile */
     /* Sizes mostly within what the batcher takes, sometimes past it. */
     uint32_t room = c->ctx_limited ? c->n_ctx : c->tok_cap;
     uint32_t lim = room / 2 < 24 ? (room / 2 ? room / 2 : 1) : 24;
@@ -384,7 +429,14 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
         req->stop_tokens = t;
         req->n_stop_tokens = n;
     }
-    if (sm_below(g, 6) == 0) {
+    if (sm_below(g, 16) == 0) {
+        size_t len;
+        req->grammar = keep(q, rand_grammar(g, &len));
+        req->grammar_len = len;
+        r->has_grammar = 1;
+        rand_g = 1;
+        q->what = "random grammar";
+    } else if (sm_below(g, 6) == 0) {
         const gpool *p = pool_get((size_t)sm_below(g, N_POOL));
         req->grammar = p->text ? p->text : p->owned;
         req->grammar_len = p->len;
@@ -470,6 +522,7 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
     }
     r->flags = req->flags;
     r->max_tokens = req->max_tokens;
+    if (rand_g) return (defects ? defects : SM_ST(FX_OK)) | SM_ST(FX_ERR_GRAMMAR);
     return defects ? defects : SM_ST(FX_OK);
 }
 

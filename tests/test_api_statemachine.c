@@ -267,7 +267,6 @@ static void op_submit(bslot *s) {
             fail_msg("submit (%s) failed without a message", q.what);
         sm_row_free(r);
         stats_submit_err++;
-        if (getenv("SMDBG")) fprintf(stderr, "REFUSED %s %s\n", fx_status_str(st), q.what);
         return;
     }
     r->row = row;
