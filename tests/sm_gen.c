@@ -104,6 +104,10 @@ void sm_row_free(sm_row *r) {
     free(r->banned);
     free(r->text);
     free(r->tev);
+    if (r->solo) {
+        sm_request_free(r->solo);
+        free(r->solo);
+    }
     free(r);
 }
 

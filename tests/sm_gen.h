@@ -71,6 +71,7 @@ typedef struct sm_row {
     size_t len, cap;
     int32_t *tev;          /* TOKEN events so far */
     size_t n_tev, cap_tev;
+    struct sm_request *solo; /* kept to replay it alone, or NULL */
 } sm_row;
 
 sm_row *sm_row_new(size_t id, uint64_t serial);
@@ -79,7 +80,7 @@ void sm_row_free(sm_row *r);
 /* A request and the buffers it points to (each exactly as long as it
  * says, so ASan sees a read past the end). The fx_request sits in a larger
  * struct so that a newer host's struct_size can be tried. */
-typedef struct sm_request {
+struct sm_request {
     struct {
         fx_request r;
         unsigned char extra[16];
@@ -89,7 +90,8 @@ typedef struct sm_request {
     const char *what;
     void *bufs[12];
     int n_bufs;
-} sm_request;
+};
+typedef struct sm_request sm_request;
 
 /* Fills q (and r's expectations) with a random request; returns the
  * statuses fx_submit may give for it. */

@@ -70,7 +70,7 @@ static uint64_t next_serial = 1;
 static sm_row **recs;
 static size_t n_recs, cap_recs;
 static sm_rng rng;
-static long stats_done, stats_submit_ok, stats_submit_err;
+static long stats_done, stats_submit_ok, stats_submit_err, stats_solo;
 
 static void keep_rec(sm_row *r) {
     if (n_recs == cap_recs) {
@@ -79,6 +79,56 @@ static void keep_rec(sm_row *r) {
         if (!recs) fail_msg("out of memory in the test");
     }
     recs[n_recs++] = r;
+}
+
+/* ---- determinism ---- */
+
+typedef struct solo_out {
+    int done;
+    fx_finish_reason finish;
+    fx_status status;
+    int32_t stop_index;
+    int32_t ids[512];
+    size_t n_ids;
+} solo_out;
+
+/* ferrox.h: a row's tokens depend only on its own request -- not on the
+ * other rows, the step budget, prefix-cache hits or the thread count. So
+ * a row that ended on its own equals the same request alone. */
+static void solo_check(const bslot *s, sm_row *r, const fx_event *ev) {
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.max_rows = 1;
+    p.n_ctx = s->n_ctx;
+    p.block_tokens = s->bt;
+    p.flags = FX_BATCHER_NO_PREFIX_CACHE;
+    fx_batcher *b = NULL;
+    char err[256];
+    if (fx_batcher_create(model, &p, &b, err, sizeof err) != FX_OK) fail_msg("solo: %s", err);
+    /* In place: struct_size may name the larger struct around it. */
+    solo_out out = {0};
+    r->solo->big.r.user = &out;
+    fx_row *row;
+    fx_status st = fx_submit(b, &r->solo->big.r, &row);
+    if (st != FX_OK) fail_msg("row %zu alone: %s", r->id, fx_status_str(st));
+    while (fx_batcher_pending(b) > 0) {
+        if (fx_step(b) != FX_OK) fail_msg("row %zu alone: step", r->id);
+        fx_event e;
+        while (fx_poll(b, &e))
+            if (e.type == FX_EVENT_DONE) {
+                out.done = 1, out.finish = e.finish, out.status = e.status;
+                out.stop_index = e.stop_index;
+                out.n_ids = e.n_tokens < 512 ? e.n_tokens : 512;
+                memcpy(out.ids, e.tokens, out.n_ids * sizeof *out.ids);
+            }
+    }
+    fx_batcher_free(b);
+    stats_solo++;
+    if (!out.done || out.finish != ev->finish || out.status != ev->status ||
+        out.stop_index != ev->stop_index || out.n_ids != ev->n_tokens ||
+        (ev->n_tokens && memcmp(out.ids, ev->tokens, ev->n_tokens * sizeof *ev->tokens)))
+        fail_msg("row %zu (%s) differs from its run alone: finish %d/%d, %zu/%zu tokens",
+                 r->id, r->solo->what, ev->finish, out.finish, ev->n_tokens, out.n_ids);
 }
 
 /* ---- events ---- */
@@ -99,6 +149,7 @@ static void on_event(bslot *s, const fx_event *ev) {
     case FX_EVENT_TOKEN: sm_row_token(r, ev, model); break;
     case FX_EVENT_DONE:
         sm_row_done(r, ev, model, s->n_ctx, s->bt, s->no_cache);
+        if (r->solo && !r->faulted && ev->finish != FX_FINISH_CANCELLED) solo_check(s, r, ev);
         r->state = R_DONE;
         stats_done++;
         break;
@@ -240,6 +291,10 @@ static void drain(bslot *s) {
     for (size_t i = 0; i < n_recs; i++)
         if (recs[i]->serial == s->serial && recs[i]->state == R_LIVE)
             fail_msg("row %zu was accepted and never got its DONE", recs[i]->id);
+    /* Nothing pending: every lease still held has been computed. */
+    for (int k = 0; k < s->n_leases; k++)
+        if (!s->leases[k].released && !fx_lease_ready(s->b, s->leases[k].h))
+            fail_msg("a lease is not ready with nothing pending");
 }
 
 /* ---- operations ---- */
@@ -259,7 +314,14 @@ static void op_submit(bslot *s) {
         fail_msg("submit (%s): %s, expected mask 0x%x: %s", q.what,
                  fx_status_str(st), expect, fx_batcher_errmsg(s->b));
     faults_tick(s);
-    sm_request_free(&q);
+    if (st == FX_OK && !q.big.r.lease && sm_below(&rng, 8) == 0) {
+        /* Kept, to be replayed alone when it is done. */
+        r->solo = malloc(sizeof *r->solo);
+        if (!r->solo) fail_msg("out of memory in the test");
+        *r->solo = q;
+    } else {
+        sm_request_free(&q);
+    }
     if (st != FX_OK) {
         if (!q.null_out && row != NULL)
             fail_msg("submit (%s) failed but left a row handle", q.what);
@@ -421,9 +483,9 @@ static void test_state_machine(void **state) {
     (void)state;
     run(run_seed, run_ops);
     printf("seed %llu, %ld operations: %ld submits accepted, %ld refused, "
-           "%ld DONE checked\n", (unsigned long long)run_seed, run_ops,
-           stats_submit_ok, stats_submit_err, stats_done);
-    assert_true(stats_done > 0 && stats_submit_err > 0);
+           "%ld DONE checked, %ld replayed alone\n", (unsigned long long)run_seed,
+           run_ops, stats_submit_ok, stats_submit_err, stats_done, stats_solo);
+    assert_true(stats_done > 0 && stats_submit_err > 0 && stats_solo > 0);
 }
 
 static char model_path[4096];
