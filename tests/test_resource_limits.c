@@ -609,6 +609,51 @@ static void lease_fills_cache_case(void) {
     fx_batcher_free(b);
 }
 
+/* A lease may be n_ctx - 1 tokens long, not n_ctx (the cache being
+ * large enough for either); rows continuing the longest one still get a
+ * token. */
+static void lease_len_case(void) {
+    fx_batcher_params p;
+    params(&p);
+    fx_batcher *b = create_ok(&p);
+    char text[128];
+    memset(text, '\x80', sizeof text);
+    fx_lease *longest = NULL;
+    for (size_t want = p.n_ctx - 1; want <= p.n_ctx; want++) {
+        size_t len = 0, n = 0;
+        while (n != want) {
+            CHECK(++len < sizeof text, "no text of %zu tokens", want);
+            fx_status st = fx_tokenize(model, text, len, 0, NULL, 0, &n);
+            CHECK(st == FX_OK || st == FX_ERR_BUFFER_TOO_SMALL, "tokenize");
+        }
+        fx_lease *l = NULL;
+        fx_status st = fx_lease_create(b, text, len, FX_REQUEST_NO_BOS, &l);
+        CHECK(st == (want < p.n_ctx ? FX_OK : FX_ERR_NO_ROOM), "a lease of %zu tokens, n_ctx "
+              "%u: %s", want, p.n_ctx, fx_status_str(st));
+        if (st == FX_OK) longest = l;
+    }
+    result r = {0};
+    fx_request q;
+    fx_request_init(&q);
+    static const int32_t one[] = {FX_BM_BYTE0 + 'z'};
+    q.prompt_tokens = one;
+    q.n_prompt_tokens = 1;
+    q.max_tokens = 1;
+    q.lease = longest;
+    q.user = &r;
+    fx_row *row;
+    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_NO_ROOM);   /* n_ctx + 1 positions */
+    q.prompt_tokens = NULL;
+    q.prompt = "";
+    q.prompt_len = 0;
+    fx_status st = fx_submit(b, &q, &row);
+    CHECK(st == FX_OK, "the longest lease and an empty continuation: %s (%s)",
+          fx_status_str(st), fx_batcher_errmsg(b));
+    run(b);
+    CHECK(r.done && r.n_tokens == 1, "a row continuing the longest lease");
+    fx_batcher_free(b);
+}
+
 #define CASE(name, seconds) \
     static void test_##name(void **state) { (void)state; capped(#name, name##_case, seconds); }
 CASE(kv_bytes, 30)
@@ -623,6 +668,7 @@ CASE(stop, 30)
 CASE(grammar_size, 30)
 CASE(queue_until_full, 30)
 CASE(lease_fills_cache, 30)
+CASE(lease_len, 30)
 
 static int setup(void **state) {
     (void)state;
@@ -649,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_bytes), cmocka_unit_test(test_prompt_2g),
         cmocka_unit_test(test_stop),         cmocka_unit_test(test_grammar_size),
         cmocka_unit_test(test_queue_until_full), cmocka_unit_test(test_lease_fills_cache),
+        cmocka_unit_test(test_lease_len),
     };
     return cmocka_run_group_tests_name("resource_limits", tests, setup, teardown);
 }
