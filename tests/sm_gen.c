@@ -376,7 +376,7 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
         if (lease->released) defects |= SM_ST(FX_ERR_STALE_HANDLE);
     } else if (c->n_other_leases && sm_below(g, 20) == 0) {
         req->lease = c->other_leases[sm_below(g, (uint64_t)c->n_other_leases)].h;
-        defects |= SM_ST(FX_ERR_STALE_HANDLE) | SM_ST(FX_ERR_INVALID_ARG);
+        defects |= SM_ST(FX_ERR_STALE_HANDLE);
         q->what = "another batcher's lease";
     }
     uint32_t lease_n = lease ? lease->n_tokens : 0;
