@@ -17,9 +17,12 @@
  * UTF-8 and equals its tokens' pieces (fx_token_to_piece) run through
  * the U+FFFD rule and cut at the stop string the DONE names; TOKEN events
  * list the DONE's ids, before the text they carry; usage agrees with the
- * prompt (fx_tokenize) and the ids; banned tokens never appear; and every
- * block each batcher and the model allocated is freed (counting
- * allocator; ASan/LSan too).
+ * prompt (fx_tokenize) and the ids; banned tokens never appear; one row in
+ * eight, replayed alone on a fresh batcher, gives the same DONE (other
+ * rows, budgets, faults elsewhere and the prefix cache change nothing);
+ * leases held are ready once nothing is pending; and every block each
+ * batcher and the model allocated is freed (counting allocator; ASan/LSan
+ * too).
  *
  * The ctest run is short (fixed seed). A long run: FX_SM_SEED=<n>
  * FX_SM_OPS=<n> (or the arguments `seed ops`), see tests/README.md.
