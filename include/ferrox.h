@@ -1606,12 +1606,39 @@ typedef struct fx_event {
 /**
  * Takes the next event: returns 1 and fills *event, or 0 when there is
  * none. A row's events come in order, its DONE exactly once and last;
- * after its DONE is polled the row's handle is stale.
+ * after its DONE is polled the row's handle is stale. Events of released
+ * rows are skipped. fx_poll allocates nothing.
  *
- * Events of released rows are skipped. Also returns 0, leaving the event
- * queued for a later call, when called from inside one of the batcher's
- * callbacks or when the copy it hands out cannot be allocated
- * (fx_batcher_errmsg then says so).
+ * fx_event has no struct_size: the caller passes its size instead, as
+ * with the fx_*_init_sized functions. Only `event_size` bytes are
+ * written: the members that lie wholly inside it, zero for the rest of
+ * it, so a host built against an older, smaller fx_event is never
+ * written past its end and one built against a newer header gets zero in
+ * the members this library does not know. Call it as
+ * `fx_poll_sized(b, &ev, sizeof ev, &st)`.
+ *
+ * A 0 means one of three things, which *status tells apart:
+ * - FX_OK: no event is queued (step, or wait for the rows to run);
+ * - FX_ERR_REENTRANT: called from inside one of the batcher's callbacks
+ *   (the events stay queued for a later call), or such a callback freed
+ *   the batcher during this call;
+ * - FX_ERR_INVALID_ARG: a NULL batcher or event, or an event_size below
+ *   the first layout (fx_batcher_errmsg says which, batcher permitting).
+ *
+ * @param batcher The batcher.
+ * @param[out] event Filled when 1 is returned; left alone otherwise.
+ * @param event_size Bytes at event: the caller's sizeof(fx_event).
+ * @param[out] status Why 0 was returned, FX_OK with a 1; may be NULL.
+ * @return 1 or 0.
+ */
+FX_API int fx_poll_sized(fx_batcher *batcher, fx_event *event,
+                         size_t event_size, fx_status *status);
+
+/**
+ * fx_poll_sized for the first layout of fx_event (the one this header
+ * has as of 1.0): members added to fx_event later are only filled by
+ * fx_poll_sized. Returns 0 for each of the cases fx_poll_sized tells
+ * apart.
  *
  * @param batcher The batcher.
  * @param[out] event Filled when 1 is returned.
@@ -1684,12 +1711,38 @@ FX_API fx_status fx_row_release(fx_batcher *batcher, fx_row *row);
 FX_API fx_status fx_lease_create(fx_batcher *batcher, const char *text,
                                  size_t text_len, uint32_t flags,
                                  fx_lease **out_lease);
+/** Where a lease stands (fx_lease_status). */
+typedef enum fx_lease_state {
+    FX_LEASE_NONE = 0,      /**< set when fx_lease_status fails */
+    FX_LEASE_PENDING = 1,   /**< queued, or being computed */
+    FX_LEASE_PINNED = 2,    /**< computed and pinned: rows continuing it
+                                 adopt its blocks */
+    FX_LEASE_UNPINNED = 3   /**< computed, but nothing could be pinned
+                                 (FX_BATCHER_NO_PREFIX_CACHE, or no room):
+                                 rows continuing it compute its tokens */
+} fx_lease_state;
+
+/**
+ * Where a lease stands, in one call that also tells a stale handle apart
+ * (fx_lease_ready and fx_lease_pinned give 0 for one, as for a lease
+ * still being computed).
+ *
+ * @param batcher The batcher.
+ * @param lease The lease.
+ * @param[out] state Its state; FX_LEASE_NONE on failure.
+ * @return FX_OK; FX_ERR_INVALID_ARG (NULL batcher or state);
+ *         FX_ERR_STALE_HANDLE (released, or issued by another batcher).
+ */
+FX_API fx_status fx_lease_status(const fx_batcher *batcher,
+                                 const fx_lease *lease,
+                                 fx_lease_state *state);
+
 /**
  * 1 once the prefix is computed and pinned, 0 while queued or running.
  *
  * Also 1 when the computation ended without a pin (see fx_lease_create;
  * fx_lease_pinned tells the two apart); 0 for a NULL batcher or a stale
- * lease.
+ * lease (fx_lease_status tells all of these apart).
  *
  * @param batcher The batcher.
  * @param lease The lease.

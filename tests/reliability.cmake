@@ -39,9 +39,13 @@ set_tests_properties(abi_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
 # Issue 36's fixes: a chain grammar deeper than a row's frames, kv_bytes
 # past what the machine holds (under RLIMIT_AS), -INFINITY biases on every
-# allowed token, handles from another batcher, a DONE's reserved queue
-# slot, poll and lease states told apart, a small grammar's small parse.
-fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c INTERNAL)
+# allowed token, a small grammar's small parse (INTERNAL: the grammar
+# layer too); handles from another batcher, poll and lease states told
+# apart (public API only).
+fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c
+            reliability_batch.c INTERNAL)
+fx_add_test(test_reliability_api SOURCES test_reliability_api.c
+            reliability_batch.c)
 
 # Issue 36, "finding the next ones": the contract tested from outside,
 # through ferrox.h only, on a synthetic model with byte tokens

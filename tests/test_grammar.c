@@ -320,6 +320,7 @@ static void test_match_shared(void **state) {
 static void clone(fx_gstate *dst, const fx_gstate *src) {
     memset(dst, 0, sizeof *dst);
     dst->g = src->g;
+    dst->frames_cap = src->frames_cap; /* the row's own bound, checked too */
     dst->frames = fx_malloc_array(&alloc, FX_GRAMMAR_ROW_FRAMES, sizeof *dst->frames);
     dst->tops = fx_malloc_array(&alloc, FX_GRAMMAR_MAX_STACKS, sizeof *dst->tops);
     assert_true(dst->frames && dst->tops);

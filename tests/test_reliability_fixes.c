@@ -12,10 +12,10 @@
  *   all a grammar or JSON mode allows) ends that row with FX_FINISH_ERROR
  *   / FX_ERR_ALL_BANNED, greedy and sampled, and the other rows of its
  *   batch are byte for byte what they are without it;
- * - a row or lease handle of batcher A given to batcher B -- which has a
- *   row and a lease in the same slot with the same generation -- is
- *   FX_ERR_STALE_HANDLE (0 from fx_lease_ready / fx_lease_pinned) in every
- *   call that takes one, and B's row and lease are untouched;
+ * - a grammar row's parse is sized to its grammar: a small grammar's
+ *   submit asks for a few KB, not the 2 MB of scratch it once allocated
+ *   and cleared per row.
+ * Handles, fx_poll_sized and fx_lease_status: test_reliability_api.c.
  */
 /* fork, setrlimit, clock_gettime */
 #define _GNU_SOURCE
@@ -36,6 +36,7 @@
 #include <ferrox.h>
 
 #include "gguf_writer.h"
+#include "reliability_batch.h"
 #include "sample/grammar.h"
 #include "test_util.h"
 
@@ -57,78 +58,6 @@ const char *__asan_default_options(void) {
     return "allocator_may_return_null=1";
 }
 #endif
-
-static fx_model *load_model(void) {
-    fx_model *m = NULL;
-    char err[256];
-    if (fx_model_load(model_path, NULL, &m, err, sizeof err) != FX_OK)
-        fail_msg("load: %s", err);
-    return m;
-}
-
-static fx_batcher *make_batcher(fx_model *m, uint32_t max_rows) {
-    fx_batcher_params p;
-    fx_batcher_params_init(&p);
-    p.max_rows = max_rows;
-    p.max_step_tokens = 32;
-    p.n_ctx = 128;
-    p.block_tokens = 8;
-    fx_batcher *b = NULL;
-    char err[256];
-    if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
-        fail_msg("create: %s", err);
-    return b;
-}
-
-/* A greedy request over a short token prompt, EOS ignored. */
-static void plain_request(fx_request *r, int32_t prompt[8], int salt) {
-    for (int k = 0; k < 8; k++) prompt[k] = 3 + (k * 7 + salt) % 60;
-    fx_request_init(r);
-    r->prompt_tokens = prompt;
-    r->n_prompt_tokens = 8;
-    r->max_tokens = 6;
-    r->temperature = 0;
-    r->flags = FX_REQUEST_IGNORE_EOS;
-}
-
-/* One row's outcome, collected from its events. */
-typedef struct outcome {
-    int done;
-    fx_finish_reason finish;
-    fx_status status;
-    int32_t ids[64];
-    size_t n_ids;
-    char text[512];
-    size_t n_text;
-} outcome;
-
-static void collect(const fx_event *ev) {
-    outcome *o = ev->user;
-    if (!o) return;
-    if (ev->type == FX_EVENT_TOKEN && ev->text_len &&
-        o->n_text + ev->text_len < sizeof o->text) {
-        memcpy(o->text + o->n_text, ev->text, ev->text_len);
-        o->n_text += ev->text_len;
-    }
-    if (ev->type != FX_EVENT_DONE) return;
-    o->done++;
-    o->finish = ev->finish;
-    o->status = ev->status;
-    o->n_ids = ev->n_tokens < 64 ? ev->n_tokens : 64;
-    if (o->n_ids) memcpy(o->ids, ev->tokens, o->n_ids * sizeof *o->ids);
-}
-
-/* Steps b until nothing is pending, handing every event to collect. */
-static void drain(fx_batcher *b) {
-    for (int guard = 0; guard < 1000 && fx_batcher_pending(b) > 0; guard++) {
-        assert_int_equal(fx_step(b), FX_OK);
-        fx_event ev;
-        while (fx_poll(b, &ev)) collect(&ev);
-    }
-    fx_event ev;
-    while (fx_poll(b, &ev)) collect(&ev);
-    assert_int_equal(fx_batcher_pending(b), 0);
-}
 
 /* ---- 1. chain grammars deeper than a row's frames ---- */
 
@@ -184,7 +113,7 @@ static void test_chain_grammar_state(void **state) {
  * serves the next request as if nothing had happened. */
 static void test_chain_grammar_submit(void **state) {
     (void)state;
-    fx_model *m = load_model();
+    fx_model *m = rb_load_model(model_path);
     fx_batcher *b = make_batcher(m, 2);
     for (size_t i = 0; i < sizeof chain_depths / sizeof *chain_depths; i++) {
         unsigned n = chain_depths[i];
@@ -234,12 +163,14 @@ typedef struct watch_alloc {
     long calls, live;
     long refused;       /* calls that returned NULL */
     long after_refusal; /* calls made after the first NULL */
+    uint64_t bytes;     /* asked for, in all */
 } watch_alloc;
 
 static void *wa_malloc(void *user, size_t size) {
     watch_alloc *w = user;
     w->calls++;
     if (w->refused) w->after_refusal++;
+    w->bytes += size;
     void *p = malloc(size ? size : 1);
     if (p) w->live++;
     else w->refused++;
@@ -250,6 +181,7 @@ static void *wa_realloc(void *user, void *ptr, size_t size) {
     watch_alloc *w = user;
     w->calls++;
     if (w->refused) w->after_refusal++;
+    w->bytes += size;
     void *p = realloc(ptr, size ? size : 1);
     if (p && !ptr) w->live++;
     if (!p) w->refused++;
@@ -324,7 +256,7 @@ static int kv_cases(fx_model *m) {
 
 static void test_kv_bytes_capped(void **state) {
     (void)state;
-    fx_model *m = load_model();
+    fx_model *m = rb_load_model(model_path);
     uint64_t mapped = mapped_bytes();
     if (mapped == 0) skip(); /* no /proc */
     fflush(NULL);
@@ -517,72 +449,129 @@ static void test_all_banned(void **state) {
     fx_model_free(m);
 }
 
-/* ---- 4. handles of another batcher ---- */
+/* ---- 5d. a grammar row's memory ---- */
 
-static const char lease_text[] = "<t5> <t6> <t7> <t8> <t9> <t10> <t11> <t12> "
-                                 "<t13> <t14> <t15> <t16> <t17> <t18>";
-
-static void test_foreign_handles(void **state) {
-    (void)state;
-    fx_model *m = load_model();
-    fx_batcher *a = make_batcher(m, 2), *b = make_batcher(m, 2);
-    /* The same calls on two fresh batchers: the same slots and
-     * generations inside. */
-    fx_lease *la = NULL, *lb = NULL;
-    assert_int_equal(fx_lease_create(a, lease_text, strlen(lease_text), 0, &la),
-                     FX_OK);
-    assert_int_equal(fx_lease_create(b, lease_text, strlen(lease_text), 0, &lb),
-                     FX_OK);
-    drain(a);
+/* Bytes one fx_submit of r asks the allocator for; the row runs to its
+ * end afterwards. */
+static uint64_t submit_bytes(fx_batcher *b, watch_alloc *w, fx_request *r) {
+    outcome o = {0};
+    r->user = &o;
+    uint64_t before = w->bytes;
+    fx_row *row;
+    assert_int_equal(fx_submit(b, r, &row), FX_OK);
+    uint64_t asked = w->bytes - before;
     drain(b);
-    assert_int_equal(fx_lease_pinned(a, la), 1);
-    assert_int_equal(fx_lease_pinned(b, lb), 1);
-    outcome oa = {0}, ob = {0};
-    fx_row *ra = NULL, *rb = NULL;
+    assert_int_equal(o.done, 1);
+    assert_int_not_equal(o.finish, FX_FINISH_ERROR);
+    return asked;
+}
+
+/* The bound a row's parse is sized by holds: for grammars without
+ * recursion, with many stacks alive at once, every string over their
+ * alphabet up to 8 characters is accepted (or refused, complete or not)
+ * exactly as by a parse with all of FX_GRAMMAR_ROW_FRAMES. */
+static int run_string(fx_gstate *s, fx_gwork *w, const char *text) {
+    fx_error err;
+    for (size_t i = 0; text[i]; i++)
+        if (fx_gstate_accept(s, w, text + i, 1, &err) != FX_OK)
+            return strstr(err.message, "deeper") ? -1 : 0;
+    return fx_gstate_complete(s) ? 2 : 1;
+}
+
+static void test_grammar_row_bound(void **state) {
+    (void)state;
+    static const char *const grammars[] = {
+        "root ::= a a a a\na ::= \"x\" | \"x\" \"y\" | b\nb ::= \"x\"? \"y\"?\n",
+        "root ::= (a b)? c\na ::= b? \"x\" b?\nb ::= \"y\" c? \"y\"?\n"
+        "c ::= (\"x\" | \"y\")? (\"x\" \"y\")?\n",
+        "root ::= a \"x\"\na ::= b \"y\" | b\nb ::= c \"x\"? | c \"y\"\n"
+        "c ::= \"x\" | \"y\" | \"\"\n",
+    };
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    fx_vocab_trie t;
+    memset(&t, 0, sizeof t);
+    t.max_depth = 64;
+    t.n_vocab = 1;
+    fx_gwork w;
+    fx_error err;
+    assert_int_equal(fx_gwork_init(&w, &alloc, &t, &err), FX_OK);
+    for (size_t gi = 0; gi < sizeof grammars / sizeof *grammars; gi++) {
+        fx_grammar *g = NULL;
+        assert_int_equal(fx_grammar_compile(&alloc, grammars[gi],
+                                            strlen(grammars[gi]), NULL, &g, &err),
+                         FX_OK);
+        assert_true(g->row_frames < FX_GRAMMAR_ROW_FRAMES);
+        char text[9];
+        for (unsigned len = 0; len <= 8; len++)
+            for (unsigned bits = 0; bits < (1u << len); bits++) {
+                for (unsigned i = 0; i < len; i++)
+                    text[i] = (bits >> i) & 1 ? 'y' : 'x';
+                text[len] = '\0';
+                fx_gstate own, big;
+                assert_int_equal(fx_gstate_init_work(&own, &alloc, g, &w, &err),
+                                 FX_OK);
+                assert_int_equal(fx_gstate_init_work(&big, &alloc, g, &w, &err),
+                                 FX_OK);
+                fx_gframe *f = realloc(big.frames, FX_GRAMMAR_ROW_FRAMES *
+                                                       sizeof *big.frames);
+                assert_non_null(f);
+                big.frames = f;
+                big.frames_cap = FX_GRAMMAR_ROW_FRAMES;
+                int a = run_string(&own, &w, text), b = run_string(&big, &w, text);
+                if (a != b)
+                    fail_msg("grammar %zu, \"%s\": %d with %u frames, %d with "
+                             "%u", gi, text, a, g->row_frames, b,
+                             FX_GRAMMAR_ROW_FRAMES);
+                fx_gstate_free(&own, &alloc);
+                fx_gstate_free(&big, &alloc);
+            }
+        fx_grammar_free(g);
+    }
+    fx_gwork_free(&w, &alloc);
+}
+
+static void test_grammar_row_memory(void **state) {
+    (void)state;
+    fx_model *m = NULL;
+    char err[256];
+    if (fx_model_load(json_model_path, NULL, &m, err, sizeof err) != FX_OK)
+        fail_msg("load: %s", err);
+    watch_alloc w = {0};
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.max_rows = 2;
+    p.n_ctx = 128;
+    p.max_step_tokens = 32;
+    p.allocator = (fx_allocator){wa_malloc, wa_realloc, wa_free, &w};
+    fx_batcher *b = NULL;
+    assert_int_equal(fx_batcher_create(m, &p, &b, err, sizeof err), FX_OK);
+    static const char small[] = "root ::= (\"<t40>\" | \"<t41>\") \"<t42>\"\n";
     int32_t prompt[8];
     fx_request r;
+    /* The first grammar builds the batcher's vocabulary trie and walk
+     * scratch, once; the JSON grammar is compiled at its first use. */
     plain_request(&r, prompt, 0);
-    r.lease = la;
-    r.user = &oa;
-    assert_int_equal(fx_submit(a, &r, &ra), FX_OK);
-    r.lease = lb;
-    r.user = &ob;
-    assert_int_equal(fx_submit(b, &r, &rb), FX_OK);
-
-    /* Every call that takes a row handle. */
-    assert_int_equal(fx_cancel(b, ra), FX_ERR_STALE_HANDLE);
-    assert_int_equal(fx_row_release(b, ra), FX_ERR_STALE_HANDLE);
-    assert_int_equal(fx_cancel(a, rb), FX_ERR_STALE_HANDLE);
-    assert_int_equal(fx_row_release(a, rb), FX_ERR_STALE_HANDLE);
-    /* Every call that takes a lease handle. */
-    assert_int_equal(fx_lease_ready(b, la), 0);
-    assert_int_equal(fx_lease_pinned(b, la), 0);
-    assert_int_equal(fx_lease_release(b, la), FX_ERR_STALE_HANDLE);
-    assert_int_equal(fx_lease_release(a, lb), FX_ERR_STALE_HANDLE);
-    fx_row *none = NULL;
-    r.lease = la;
-    r.user = NULL;
-    assert_int_equal(fx_submit(b, &r, &none), FX_ERR_STALE_HANDLE);
-    assert_null(none);
-    /* A lease handle is not a row handle, nor the other way round. */
-    assert_int_equal(fx_cancel(b, (fx_row *)(void *)lb), FX_ERR_STALE_HANDLE);
-    assert_int_equal(fx_lease_release(b, (fx_lease *)(void *)rb),
-                     FX_ERR_STALE_HANDLE);
-
-    /* Nothing of b's was touched: its lease is pinned, its row runs to
-     * max_tokens, and so do a's. */
-    assert_int_equal(fx_lease_ready(b, lb), 1);
-    assert_int_equal(fx_lease_pinned(b, lb), 1);
-    drain(a);
-    drain(b);
-    assert_int_equal(oa.done, 1);
-    assert_int_equal(ob.done, 1);
-    assert_int_equal(oa.finish, FX_FINISH_LENGTH);
-    assert_int_equal(ob.finish, FX_FINISH_LENGTH);
-    assert_int_equal(fx_lease_release(a, la), FX_OK);
-    assert_int_equal(fx_lease_release(b, lb), FX_OK);
-    fx_batcher_free(a);
+    r.grammar = small;
+    r.grammar_len = sizeof small - 1;
+    r.flags = 0;
+    uint64_t first = submit_bytes(b, &w, &r);
+    uint64_t again = submit_bytes(b, &w, &r);
+    plain_request(&r, prompt, 1);
+    r.flags = FX_REQUEST_JSON;
+    uint64_t json_first = submit_bytes(b, &w, &r);
+    uint64_t json_again = submit_bytes(b, &w, &r);
+    print_message("submit bytes: small grammar %llu (first %llu), JSON %llu "
+                  "(first %llu)\n", (unsigned long long)again,
+                  (unsigned long long)first, (unsigned long long)json_again,
+                  (unsigned long long)json_first);
+    /* A two-token grammar: its program, its compile's scratch, a parse of
+     * one frame and the stacks' tops (2 KiB), the prompt. */
+    assert_true(again < 16 * 1024);
+    /* JSON recurses: the row keeps up to FX_GRAMMAR_ROW_FRAMES frames. */
+    assert_true(json_again < 64 * 1024);
     fx_batcher_free(b);
+    assert_int_equal(w.live, 0);
     fx_model_free(m);
 }
 
@@ -617,7 +606,8 @@ int main(void) {
         cmocka_unit_test(test_chain_grammar_submit),
         cmocka_unit_test(test_kv_bytes_capped),
         cmocka_unit_test(test_all_banned),
-        cmocka_unit_test(test_foreign_handles),
+        cmocka_unit_test(test_grammar_row_bound),
+        cmocka_unit_test(test_grammar_row_memory),
     };
     return cmocka_run_group_tests_name("reliability_fixes", tests, setup,
                                        teardown);

@@ -4,6 +4,7 @@
  * FX_ERR_REENTRANT instead of corrupting a step halfway through), and the
  * model's batcher count.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -142,15 +143,43 @@ uint32_t fx_batcher_pending(const fx_batcher *b) {
     return b ? fx_batcher_impl_pending(b->impl) : 0;
 }
 
-int fx_poll(fx_batcher *b, fx_event *event) {
-    if (!b || !event) return 0;
-    if (enter(b, "fx_poll") != FX_OK) return 0;
-    int got = fx_batcher_impl_poll(b->impl, event);
+/* fx_event's first layout: the least a caller may pass, and what
+ * fx_poll fills. */
+#define EVENT_V1_SIZE (offsetof(fx_event, n_top) + sizeof(size_t))
+
+int fx_poll_sized(fx_batcher *b, fx_event *event, size_t size,
+                  fx_status *status) {
+    fx_status ignored;
+    if (!status) status = &ignored;
+    *status = FX_OK;
+    if (!b || !event || size < EVENT_V1_SIZE) {
+        *status = FX_ERR_INVALID_ARG;
+        if (b)
+            fx_fail(&b->err, FX_ERR_INVALID_ARG, "fx_poll: %s",
+                    event ? "event_size is below fx_event's first layout"
+                          : "event is NULL");
+        return 0;
+    }
+    if ((*status = enter(b, "fx_poll")) != FX_OK) return 0;
+    fx_event ev;
+    int got = fx_batcher_impl_poll(b->impl, &ev);
     /* The event's text lives in the batcher: none is handed out from a
      * batcher about to be freed. */
-    if (b->free_requested) got = 0;
+    if (b->free_requested) {
+        got = 0;
+        *status = FX_ERR_REENTRANT;
+    }
     leave(b);
+    if (got) {
+        size_t n = size < sizeof ev ? size : sizeof ev;
+        memcpy(event, &ev, n);
+        if (size > n) memset((char *)event + n, 0, size - n);
+    }
     return got;
+}
+
+int fx_poll(fx_batcher *b, fx_event *event) {
+    return fx_poll_sized(b, event, EVENT_V1_SIZE, NULL);
 }
 
 fx_status fx_cancel(fx_batcher *b, fx_row *row) {
@@ -189,6 +218,13 @@ int fx_lease_ready(const fx_batcher *b, const fx_lease *lease) {
 
 int fx_lease_pinned(const fx_batcher *b, const fx_lease *lease) {
     return b ? fx_batcher_impl_lease_pinned(b->impl, lease) : 0;
+}
+
+fx_status fx_lease_status(const fx_batcher *b, const fx_lease *lease,
+                          fx_lease_state *state) {
+    if (state) *state = FX_LEASE_NONE;
+    if (!b || !state) return FX_ERR_INVALID_ARG;
+    return fx_batcher_impl_lease_status(b->impl, lease, state);
 }
 
 fx_status fx_lease_release(fx_batcher *b, fx_lease *lease) {

@@ -47,6 +47,8 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
                                        fx_lease **out);
 int fx_batcher_impl_lease_ready(const fx_batcher_impl *b, const fx_lease *l);
 int fx_batcher_impl_lease_pinned(const fx_batcher_impl *b, const fx_lease *l);
+fx_status fx_batcher_impl_lease_status(const fx_batcher_impl *b,
+                                       const fx_lease *l, fx_lease_state *out);
 fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
 
 /* The most fx_batcher_params.kv_bytes defaults to (ferrox.h): 2 GiB. */

@@ -108,9 +108,8 @@ static fx_status set_grammar(fx_batcher_impl *b, row *r, const fx_request *req) 
             return st;
         g = b->json;
     }
-    if ((st = fx_sample_ctx_grammar(&b->sctx, &b->alloc, &b->err)) != FX_OK)
-        return st;
-    return fx_sampler_set_grammar(&r->sampler, &b->alloc, g, &b->err);
+    return fx_sampler_set_grammar_ctx(&r->sampler, &b->sctx, &b->alloc, g,
+                                      &b->err);
 }
 
 /* Fills a fresh row from a request (and the lease it continues). */
@@ -354,6 +353,17 @@ int fx_batcher_impl_lease_pinned(const fx_batcher_impl *b, const fx_lease *h) {
     uint32_t index;
     const lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
     return l && l->state == LEASE_READY;
+}
+
+fx_status fx_batcher_impl_lease_status(const fx_batcher_impl *b,
+                                       const fx_lease *h, fx_lease_state *out) {
+    uint32_t index;
+    const lease_rec *l = fx_batcher_resolve_lease(b, h, &index);
+    if (!l) return FX_ERR_STALE_HANDLE;
+    *out = l->state == LEASE_PENDING ? FX_LEASE_PENDING
+           : l->state == LEASE_READY ? FX_LEASE_PINNED
+                                     : FX_LEASE_UNPINNED;
+    return FX_OK;
 }
 
 /* Frees a lease record once nothing refers to it any more. */

@@ -101,32 +101,20 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
                               &kv->data_raw);
     if (!kv->data) goto nomem;
     memset(kv->data, 0, (size_t)total_floats * sizeof(float));
-    struct {
-        void **p;
-        size_t count, size;
-        int zero;
-    } arrays[] = {
-        {(void **)&kv->tokens, (size_t)total_tokens, sizeof(int32_t), 0},
-        {(void **)&kv->last_use, n, sizeof(uint64_t), 1},
-        {(void **)&kv->row_refs, n, sizeof(uint32_t), 1},
-        {(void **)&kv->free_stack, n, sizeof(uint32_t), 0},
-        {(void **)&kv->parent, nn, sizeof(uint32_t), 0},
-        {(void **)&kv->first_child, nn, sizeof(uint32_t), 0},
-        {(void **)&kv->next_sibling, nn, sizeof(uint32_t), 0},
-        {(void **)&kv->prev_sibling, nn, sizeof(uint32_t), 0},
-        {(void **)&kv->pins, n, sizeof(uint32_t), 1},
-        {(void **)&kv->lru_prev, n, sizeof(uint32_t), 0},
-        {(void **)&kv->lru_next, n, sizeof(uint32_t), 0},
-        {(void **)&kv->scratch, n, sizeof(uint32_t), 0},
-        {(void **)&kv->in_lru, n, 1, 1},
-    };
-    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
-        *arrays[i].p = arrays[i].zero
-                           ? fx_calloc(alloc, arrays[i].count, arrays[i].size)
-                           : fx_malloc_array(alloc, arrays[i].count,
-                                             arrays[i].size);
-        if (!*arrays[i].p) goto nomem;
-    }
+    if (!(kv->tokens = fx_malloc_array(alloc, (size_t)total_tokens, sizeof(int32_t))) ||
+        !(kv->last_use = fx_calloc(alloc, n, sizeof(uint64_t))) ||
+        !(kv->row_refs = fx_calloc(alloc, n, sizeof(uint32_t))) ||
+        !(kv->free_stack = fx_malloc_array(alloc, n, sizeof(uint32_t))) ||
+        !(kv->parent = fx_malloc_array(alloc, nn, sizeof(uint32_t))) ||
+        !(kv->first_child = fx_malloc_array(alloc, nn, sizeof(uint32_t))) ||
+        !(kv->next_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t))) ||
+        !(kv->prev_sibling = fx_malloc_array(alloc, nn, sizeof(uint32_t))) ||
+        !(kv->pins = fx_calloc(alloc, n, sizeof(uint32_t))) ||
+        !(kv->lru_prev = fx_malloc_array(alloc, n, sizeof(uint32_t))) ||
+        !(kv->lru_next = fx_malloc_array(alloc, n, sizeof(uint32_t))) ||
+        !(kv->scratch = fx_malloc_array(alloc, n, sizeof(uint32_t))) ||
+        !(kv->in_lru = fx_calloc(alloc, n, 1)))
+        goto nomem; /* || stops at the first NULL */
     for (uint32_t i = 0; i <= n; i++) {
         kv->parent[i] = KV_NIL;
         kv->first_child[i] = kv->next_sibling[i] = kv->prev_sibling[i] = KV_NIL;

@@ -56,6 +56,8 @@ typedef struct fx_grammar {
     uint32_t *alt_start;   /* [n_rules + 1] */
     uint32_t n_rules, n_alts;
     uint32_t root;
+    uint32_t row_frames;   /* frames a row's parse can ever keep (at most
+                              FX_GRAMMAR_ROW_FRAMES): what it allocates */
 } fx_grammar;
 
 /* Compiles GBNF text; root names the start rule (NULL: "root"). Errors are
@@ -67,6 +69,11 @@ fx_status fx_grammar_compile(const fx_alloc *alloc, const char *text,
 fx_status fx_grammar_json(const fx_alloc *alloc, fx_grammar **out,
                           fx_error *err);
 void fx_grammar_free(fx_grammar *g);
+/* Sets g->row_frames: FX_GRAMMAR_MAX_STACKS times the most frames one
+ * stack can hold (the longest chain of non-tail calls from the root), or
+ * FX_GRAMMAR_ROW_FRAMES when a cycle of rules makes one (recursion that
+ * is not a tail call) or the product is larger. FX_ERR_NOMEM only. */
+fx_status fx_grammar_size_rows(fx_grammar *g, fx_error *err);
 
 /* ---- the vocabulary as a byte trie, built once per vocabulary ---- */
 
@@ -132,8 +139,8 @@ typedef struct fx_gtop {
 
 typedef struct fx_gstate {
     const fx_grammar *g;   /* NULL: no grammar */
-    fx_gframe *frames;     /* [FX_GRAMMAR_ROW_FRAMES] */
-    uint32_t n_frames;
+    fx_gframe *frames;     /* [frames_cap] */
+    uint32_t n_frames, frames_cap; /* frames_cap: the grammar's row_frames */
     fx_gtop *tops;         /* [FX_GRAMMAR_MAX_STACKS] one per stack */
     uint32_t n_tops;
     uint32_t utf8_value;   /* a code point cut off between tokens */
@@ -166,7 +173,12 @@ fx_status fx_gwork_init(fx_gwork *w, const fx_alloc *alloc,
                         const fx_vocab_trie *trie, fx_error *err);
 void fx_gwork_free(fx_gwork *w, const fx_alloc *alloc);
 
-/* Allocates the row's parse and sets it at the grammar's start. */
+/* Allocates the row's parse, sized to the grammar, and sets it at the
+ * grammar's start, expanding it in w (a batcher's mask scratch: nothing
+ * of its size is allocated per row). */
+fx_status fx_gstate_init_work(fx_gstate *s, const fx_alloc *alloc,
+                              const fx_grammar *g, fx_gwork *w, fx_error *err);
+/* The same with scratch of its own, allocated for the call. */
 fx_status fx_gstate_init(fx_gstate *s, const fx_alloc *alloc,
                          const fx_grammar *g, fx_error *err);
 void fx_gstate_free(fx_gstate *s, const fx_alloc *alloc);

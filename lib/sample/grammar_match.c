@@ -236,51 +236,188 @@ int fx_gutf8_step(uint8_t c, uint32_t *value, uint32_t *left, uint32_t *cp) {
     return 1;
 }
 
+/* ---- how many frames a row needs ---- */
+
+/* A call creates a frame unless it is the last element of its
+ * alternative (expand). */
+static uint32_t call_weight(const fx_gelem *el, uint32_t e) {
+    return is_end(el[e + 1].type) ? 0u : 1u;
+}
+
+static uint32_t rule_end(const fx_grammar *g, uint32_t r) {
+    return r + 1 < g->n_rules ? g->rule_start[r + 1] : g->n_elems;
+}
+
+/* Tarjan's strongly connected components of the rules the root reaches,
+ * iteratively (a rule chain may be as long as the program); each
+ * component, finished callees first, gets the most frames a stack can
+ * hold below its rules: none bound when a call inside it makes a frame. */
+fx_status fx_grammar_size_rows(fx_grammar *g, fx_error *err) {
+    const fx_alloc *al = &g->alloc;
+    const fx_gelem *el = g->elems;
+    const uint32_t nr = g->n_rules, UNBOUNDED = UINT32_MAX;
+    uint32_t *idx = fx_calloc(al, nr, sizeof *idx);
+    uint32_t *low = fx_malloc_array(al, nr, sizeof *low);
+    uint32_t *cur = fx_malloc_array(al, nr, sizeof *cur);
+    uint32_t *comp = fx_malloc_array(al, nr, sizeof *comp);
+    uint32_t *depth = fx_malloc_array(al, nr, sizeof *depth);
+    uint32_t *stk = fx_malloc_array(al, nr, sizeof *stk);
+    uint32_t *cs = fx_malloc_array(al, nr, sizeof *cs);
+    fx_status st = FX_OK;
+    if (!idx || !low || !cur || !comp || !depth || !stk || !cs) {
+        st = fx_fail(err, FX_ERR_NOMEM, "grammar: out of memory");
+        goto out;
+    }
+    for (uint32_t r = 0; r < nr; r++) comp[r] = UINT32_MAX;
+    uint32_t counter = 0, sp = 0, csp = 0, n_comp = 0;
+    const uint32_t root = g->root;
+    idx[root] = low[root] = ++counter;
+    cur[root] = g->rule_start[root];
+    stk[sp++] = root;
+    cs[csp++] = root;
+    while (csp > 0) {
+        uint32_t r = cs[csp - 1], end = rule_end(g, r);
+        while (cur[r] < end && el[cur[r]].type != FX_G_RULE) cur[r]++;
+        if (cur[r] < end) {
+            uint32_t t = el[cur[r]++].value;
+            if (!idx[t]) {
+                idx[t] = low[t] = ++counter;
+                cur[t] = g->rule_start[t];
+                stk[sp++] = t;
+                cs[csp++] = t;
+            } else if (comp[t] == UINT32_MAX && idx[t] < low[r]) {
+                low[r] = idx[t]; /* on the stack: same component */
+            }
+            continue;
+        }
+        csp--;
+        if (csp > 0 && low[r] < low[cs[csp - 1]]) low[cs[csp - 1]] = low[r];
+        if (low[r] != idx[r]) continue;
+        uint32_t k = sp;
+        while (stk[k - 1] != r) k--;
+        k--;
+        for (uint32_t i = k; i < sp; i++) comp[stk[i]] = n_comp;
+        uint32_t d = 0;
+        for (uint32_t i = k; i < sp && d != UNBOUNDED; i++)
+            for (uint32_t e = g->rule_start[stk[i]]; e < rule_end(g, stk[i]); e++) {
+                if (el[e].type != FX_G_RULE) continue;
+                uint32_t t = el[e].value, w = call_weight(el, e);
+                uint32_t c = comp[t] == n_comp ? (w ? UNBOUNDED : 0)
+                             : depth[t] == UNBOUNDED ? UNBOUNDED
+                                                     : depth[t] + w;
+                if (c > d) d = c;
+                if (d == UNBOUNDED) break;
+            }
+        for (uint32_t i = k; i < sp; i++) depth[stk[i]] = d;
+        sp = k;
+        n_comp++;
+    }
+    uint32_t d = depth[root];
+    g->row_frames = d == UNBOUNDED ||
+                            (uint64_t)d * FX_GRAMMAR_MAX_STACKS > FX_GRAMMAR_ROW_FRAMES
+                        ? FX_GRAMMAR_ROW_FRAMES
+                        : d * FX_GRAMMAR_MAX_STACKS;
+out:
+    fx_free(al, idx); fx_free(al, low); fx_free(al, cur); fx_free(al, comp);
+    fx_free(al, depth); fx_free(al, stk); fx_free(al, cs);
+    return st;
+}
+
 /* ---- the row's state ---- */
 
-fx_status fx_gstate_init(fx_gstate *s, const fx_alloc *alloc,
-                         const fx_grammar *g, fx_error *err) {
+/* A new call on w: entries of earlier calls in the frame table count as
+ * empty from now on. */
+static void new_call(fx_gwork *w) {
+    w->steps = 0;
+    w->fail = FX_OK;
+    if (++w->stamp == 0) { /* wrapped: old stamps could match again */
+        memset(w->hash_stamp, 0, HASH_CAP * sizeof *w->hash_stamp);
+        w->stamp = 1;
+    }
+}
+
+/* The row keeps only the frames the stacks cur[0..n) reach. A parent is
+ * always older than its child, so one ascending pass renumbers. cur may
+ * be s->tops itself. */
+static fx_status keep_reachable(fx_gstate *s, fx_gwork *w, const fx_gtop *cur,
+                                uint32_t n, fx_error *err) {
+    uint32_t *remap = w->remap;
+    for (uint32_t i = 0; i < w->n_frames; i++) remap[i] = FX_GNONE;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t f = cur[i].parent; f != FX_GNONE && remap[f] == FX_GNONE;
+             f = w->frames[f].parent)
+            remap[f] = 0;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < w->n_frames; i++)
+        if (remap[i] != FX_GNONE) remap[i] = kept++;
+    if (kept > s->frames_cap)
+        return fx_fail(err, FX_ERR_GRAMMAR, "grammar: the parse is nested "
+                       "deeper than %u frames", s->frames_cap);
+    for (uint32_t i = 0; i < w->n_frames; i++)
+        if (remap[i] != FX_GNONE) {
+            uint32_t p = w->frames[i].parent;
+            s->frames[remap[i]] = (fx_gframe){w->frames[i].pos,
+                                              p == FX_GNONE ? FX_GNONE : remap[p]};
+        }
+    s->n_frames = kept;
+    for (uint32_t i = 0; i < n; i++)
+        s->tops[i] = (fx_gtop){cur[i].pos,
+                               cur[i].parent == FX_GNONE ? FX_GNONE : remap[cur[i].parent]};
+    s->n_tops = n;
+    return FX_OK;
+}
+
+fx_status fx_gstate_init_work(fx_gstate *s, const fx_alloc *alloc,
+                              const fx_grammar *g, fx_gwork *w, fx_error *err) {
     memset(s, 0, sizeof *s);
-    s->frames = fx_malloc_array(alloc, FX_GRAMMAR_ROW_FRAMES, sizeof *s->frames);
+    s->frames_cap = g->row_frames;
+    s->frames = fx_malloc_array(alloc, s->frames_cap ? s->frames_cap : 1,
+                                sizeof *s->frames);
     s->tops = fx_malloc_array(alloc, FX_GRAMMAR_MAX_STACKS, sizeof *s->tops);
-    fx_gframe *tmp = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *tmp);
-    fx_gtop *todo = fx_malloc_array(alloc, FX_GRAMMAR_EXPAND_BUDGET, sizeof *todo);
-    uint32_t *hash = fx_malloc_array(alloc, 2 * HASH_CAP, sizeof *hash);
-    if (!s->frames || !s->tops || !tmp || !todo || !hash) {
-        fx_free(alloc, tmp);
-        fx_free(alloc, todo);
-        fx_free(alloc, hash);
+    if (!s->frames || !s->tops) {
         fx_gstate_free(s, alloc);
         return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     }
     /* The start: the root rule expanded with an empty stack below it. */
-    fx_gwork w = {0};
-    w.frames = tmp;
-    w.todo = todo;
-    w.hash = hash;
-    w.hash_stamp = hash + HASH_CAP;
-    memset(hash, 0, 2 * HASH_CAP * sizeof *hash);
-    w.stamp = 1;
-    gadv a = {g, &w, s->tops, 0};
+    new_call(w);
+    w->n_frames = 0;
+    gadv a = {g, w, s->tops, 0};
     uint32_t r = g->root;
-    for (uint32_t k = g->alt_start[r]; k < g->alt_start[r + 1] && !w.fail; k++)
+    for (uint32_t k = g->alt_start[r]; k < g->alt_start[r + 1] && !w->fail; k++)
         expand(&a, g->alts[k], FX_GNONE);
     fx_status st = FX_OK;
-    if (w.fail || w.n_frames > FX_GRAMMAR_ROW_FRAMES)
+    if (w->fail)
         st = fx_fail(err, FX_ERR_GRAMMAR, "grammar: the start state exceeds the "
                                           "parse limits");
     else if (a.n_out == 0)
         st = fx_fail(err, FX_ERR_GRAMMAR, "grammar: the root rule matches nothing");
-    /* Only a start state that fits is kept: a refused one can hold more
-     * frames than the row's array. */
-    if (st == FX_OK) memcpy(s->frames, tmp, w.n_frames * sizeof *tmp);
-    s->n_frames = w.n_frames;
-    s->n_tops = a.n_out;
+    else
+        st = keep_reachable(s, w, s->tops, a.n_out, err);
     s->g = g;
-    fx_free(alloc, tmp);
-    fx_free(alloc, todo);
-    fx_free(alloc, hash);
     if (st != FX_OK) fx_gstate_free(s, alloc);
+    return st;
+}
+
+fx_status fx_gstate_init(fx_gstate *s, const fx_alloc *alloc,
+                         const fx_grammar *g, fx_error *err) {
+    fx_gwork w;
+    memset(&w, 0, sizeof w);
+    memset(s, 0, sizeof *s);
+    w.frames = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w.frames);
+    w.todo = fx_malloc_array(alloc, FX_GRAMMAR_EXPAND_BUDGET, sizeof *w.todo);
+    w.remap = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w.remap);
+    w.hash = fx_calloc(alloc, 2 * HASH_CAP, sizeof *w.hash);
+    fx_status st;
+    if (w.frames && w.todo && w.remap && w.hash) {
+        w.hash_stamp = w.hash + HASH_CAP;
+        st = fx_gstate_init_work(s, alloc, g, &w, err);
+    } else {
+        st = fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    }
+    fx_free(alloc, w.frames);
+    fx_free(alloc, w.todo);
+    fx_free(alloc, w.remap);
+    fx_free(alloc, w.hash);
     return st;
 }
 
@@ -300,18 +437,13 @@ bool fx_gstate_complete(const fx_gstate *s) {
 static void load(const fx_gstate *s, fx_gwork *w) {
     memcpy(w->frames, s->frames, s->n_frames * sizeof *s->frames);
     w->n_frames = s->n_frames;
-    w->steps = 0;
-    if (++w->stamp == 0) { /* wrapped: old stamps could match again */
-        memset(w->hash_stamp, 0, HASH_CAP * sizeof *w->hash_stamp);
-        w->stamp = 1;
-    }
+    new_call(w);
     for (uint32_t i = 0; i < s->n_frames; i++) {
         uint32_t h = frame_hash(s->frames[i].pos, s->frames[i].parent);
         w->hash[h] = i; /* the first probe: found at once next time */
         w->hash_stamp[h] = w->stamp;
     }
     memcpy(w->sets, s->tops, s->n_tops * sizeof *s->tops);
-    w->fail = FX_OK;
 }
 
 static bool same_set(const fx_gtop *a, uint32_t na, const fx_gtop *b, uint32_t nb) {
@@ -495,31 +627,8 @@ fx_status fx_gstate_accept(fx_gstate *s, fx_gwork *w, const char *bytes,
             nxt = x;
         }
     }
-    /* Compact: keep only frames the surviving stacks reach. A parent is
-     * always older than its child, so one ascending pass renumbers. */
-    uint32_t *remap = w->remap;
-    for (uint32_t i = 0; i < w->n_frames; i++) remap[i] = FX_GNONE;
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t f = cur[i].parent; f != FX_GNONE && remap[f] == FX_GNONE;
-             f = w->frames[f].parent)
-            remap[f] = 0;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < w->n_frames; i++)
-        if (remap[i] != FX_GNONE) remap[i] = kept++;
-    if (kept > FX_GRAMMAR_ROW_FRAMES)
-        return fx_fail(err, FX_ERR_GRAMMAR, "grammar: the parse is nested "
-                       "deeper than %u frames", FX_GRAMMAR_ROW_FRAMES);
-    for (uint32_t i = 0; i < w->n_frames; i++)
-        if (remap[i] != FX_GNONE) {
-            uint32_t p = w->frames[i].parent;
-            s->frames[remap[i]] = (fx_gframe){w->frames[i].pos,
-                                              p == FX_GNONE ? FX_GNONE : remap[p]};
-        }
-    s->n_frames = kept;
-    for (uint32_t i = 0; i < n; i++)
-        s->tops[i] = (fx_gtop){cur[i].pos,
-                               cur[i].parent == FX_GNONE ? FX_GNONE : remap[cur[i].parent]};
-    s->n_tops = n;
+    fx_status st = keep_reachable(s, w, cur, n, err);
+    if (st != FX_OK) return st;
     s->utf8_value = value;
     s->utf8_left = left;
     return FX_OK;

@@ -619,6 +619,7 @@ static fx_status finish(gb *b, const char *root, fx_grammar **out) {
         int bad_star = 0;
         uint32_t bad_rule = 0;
         st = check_recursion(g, pos, star, names, &bad_pos, &bad_star, &bad_rule);
+        if (st == FX_OK) st = fx_grammar_size_rows(g, b->err);
         if (st == FX_ERR_GRAMMAR) {
             char msg[160];
             if (bad_star)

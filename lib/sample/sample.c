@@ -420,6 +420,15 @@ fx_status fx_sampler_set_grammar(fx_sampler *s, const fx_alloc *alloc,
     return fx_gstate_init(&s->grammar, alloc, g, err);
 }
 
+fx_status fx_sampler_set_grammar_ctx(fx_sampler *s, fx_sample_ctx *ctx,
+                                     const fx_alloc *alloc,
+                                     const fx_grammar *g, fx_error *err) {
+    fx_status st = fx_sample_ctx_grammar(ctx, alloc, err);
+    if (st != FX_OK) return st;
+    fx_gstate_free(&s->grammar, alloc);
+    return fx_gstate_init_work(&s->grammar, alloc, g, &ctx->work, err);
+}
+
 fx_status fx_sampler_set_bias(fx_sampler *s, const fx_alloc *alloc,
                               const fx_logit_bias *bias, size_t n_bias,
                               uint32_t n_vocab, fx_error *err) {

@@ -101,6 +101,11 @@ fx_status fx_sample_ctx_init(fx_sample_ctx *c, const fx_alloc *alloc,
 fx_status fx_sample_ctx_grammar(fx_sample_ctx *c, const fx_alloc *alloc,
                                 fx_error *err);
 void fx_sample_ctx_free(fx_sample_ctx *c, const fx_alloc *alloc);
+/* fx_sampler_set_grammar starting the parse in ctx's walk scratch (built
+ * first if need be): the row allocates only its parse, sized to g. */
+fx_status fx_sampler_set_grammar_ctx(fx_sampler *s, fx_sample_ctx *ctx,
+                                     const fx_alloc *alloc,
+                                     const fx_grammar *g, fx_error *err);
 
 /* Masks by the grammar (if any), samples, and advances the grammar by the
  * token: the whole step of one row. With a grammar, *eog is set when the
