@@ -160,9 +160,17 @@ static void on_event(bslot *s, const fx_event *ev) {
     }
 }
 
+/* fx_poll, or fx_poll_sized, whose 0 must then say "nothing queued". */
 static void poll_some(bslot *s, long max) {
     fx_event ev;
-    for (long i = 0; (max < 0 || i < max) && fx_poll(s->b, &ev); i++) on_event(s, &ev);
+    int sized = (int)sm_below(&rng, 2);
+    for (long i = 0; max < 0 || i < max; i++) {
+        fx_status st = FX_OK;
+        int got = sized ? fx_poll_sized(s->b, &ev, sizeof ev, &st) : fx_poll(s->b, &ev);
+        if (sized && st != FX_OK) fail_msg("fx_poll_sized: %d, %s", got, fx_status_str(st));
+        if (!got) return;
+        on_event(s, &ev);
+    }
 }
 
 /* ---- faults ---- */
@@ -381,8 +389,10 @@ static void op_foreign_handle(bslot *s) {
                  which ? "fx_row_release" : "fx_cancel", (void *)h, fx_status_str(st));
     if (o->b && o->n_leases > 0) {
         sm_lease *l = &o->leases[sm_below(&rng, (uint64_t)o->n_leases)];
-        if (fx_lease_ready(s->b, l->h) != 0 || fx_lease_pinned(s->b, l->h) != 0)
-            fail_msg("another batcher's lease reads as ready or pinned here");
+        fx_lease_state ls = (fx_lease_state)99;
+        if (fx_lease_ready(s->b, l->h) != 0 || fx_lease_pinned(s->b, l->h) != 0 ||
+            fx_lease_status(s->b, l->h, &ls) != FX_ERR_STALE_HANDLE || ls != FX_LEASE_NONE)
+            fail_msg("another batcher's lease reads as ready, pinned or live here");
         st = fx_lease_release(s->b, l->h);
         if (st != FX_ERR_STALE_HANDLE)
             fail_msg("fx_lease_release of another batcher's lease: %s",
@@ -396,10 +406,19 @@ static void op_lease(bslot *s) {
     if (s->n_leases > 0 && (sm_below(&rng, 2) || s->n_leases == 8)) {
         sm_lease *l = &s->leases[sm_below(&rng, (uint64_t)s->n_leases)];
         int ready = fx_lease_ready(s->b, l->h), pinned = fx_lease_pinned(s->b, l->h);
+        fx_lease_state ls = (fx_lease_state)99;
+        fx_status lst = fx_lease_status(s->b, l->h, &ls);
         if (l->released && (ready || pinned))
             fail_msg("a released lease reads as ready %d pinned %d", ready, pinned);
         if (pinned && !ready) fail_msg("a lease pinned but not ready");
         if (pinned && s->no_cache) fail_msg("a lease pinned without the prefix cache");
+        fx_lease_state want_state = l->released ? FX_LEASE_NONE
+                              : pinned    ? FX_LEASE_PINNED
+                              : ready     ? FX_LEASE_UNPINNED
+                                          : FX_LEASE_PENDING;
+        if (lst != (l->released ? FX_ERR_STALE_HANDLE : FX_OK) || ls != want_state)
+            fail_msg("fx_lease_status: %s, state %d; ready %d pinned %d released %d",
+                     fx_status_str(lst), ls, ready, pinned, l->released);
         fx_status st = fx_lease_release(s->b, l->h);
         fx_status want = l->released ? FX_ERR_STALE_HANDLE : FX_OK;
         if (st != want)
