@@ -674,7 +674,7 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
         fail_msg("row %zu: finish %d with status %s", r->id, ev->finish, fx_status_str(ev->status));
     /* A grammar may run out of tokens (or out of its parse limits), and
      * biases may ban all it allows; nothing else may fail a row. */
-    if (ev->finish == FX_FINISH_ERROR && !r->faulted &&
+    if (ev->finish == FX_FINISH_ERROR && !(r->faulted && ev->status == FX_ERR_NOMEM) &&
         !(r->has_grammar && ev->status == FX_ERR_GRAMMAR) &&
         !(r->banned && ev->status == FX_ERR_ALL_BANNED))
         fail_msg("row %zu failed: %s", r->id, fx_status_str(ev->status));
@@ -698,7 +698,11 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
         if (r->forced >= 0 && t != r->forced)
             fail_msg("row %zu: token %d, though %d had a bias of 1e30", r->id, t, r->forced);
     }
-    if (!r->faulted && r->expect_prompt >= 0 && u->prompt_tokens != (uint32_t)r->expect_prompt)
+    /* Allocation failures may fail a row (FX_ERR_NOMEM), but a row that
+     * ends otherwise owes its whole answer: ferrox.h lets text or a TOKEN
+     * event that cannot be queued fail the row, never vanish. */
+    int lax = r->faulted && ev->finish == FX_FINISH_ERROR;
+    if (!lax && r->expect_prompt >= 0 && u->prompt_tokens != (uint32_t)r->expect_prompt)
         fail_msg("row %zu: prompt_tokens %u, fx_tokenize says %ld", r->id,
                  u->prompt_tokens, r->expect_prompt);
     if (u->cached_tokens % bt || (u->prompt_tokens && u->cached_tokens >= u->prompt_tokens) ||
@@ -726,17 +730,21 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
     } else if (ev->finish == FX_FINISH_STOP) {
         if (ev->stop_index < 0 || (size_t)ev->stop_index >= r->n_stop)
             fail_msg("row %zu: STOP index %d of %zu", r->id, ev->stop_index, r->n_stop);
-    } else if (ev->stop_index != -1) {
-        fail_msg("row %zu: stop_index %d with finish %d", r->id, ev->stop_index, ev->finish);
+    } else if (ev->stop_index != -1 && !(r->faulted && ev->finish == FX_FINISH_ERROR)) {
+        /* (A row failed by an allocation after its EOS keeps the EOS's
+         * stop_index: test_error_done_stop_index reproduces it; tolerated
+         * here so the run goes on to find other breaks.) */
+        fail_msg("row %zu: stop_index %d with finish %d (%s; faulted %d)", r->id,
+                 ev->stop_index, ev->finish, fx_status_str(ev->status), r->faulted);
     }
-    if (r->n_logprobs && !r->faulted &&
+    if (r->n_logprobs && !lax &&
         (r->n_tev != n || mem_diff(r->tev, ev->tokens, n * sizeof *ev->tokens)))
         fail_msg("row %zu: TOKEN events (%zu) are not the DONE's ids (%zu)", r->id, r->n_tev, n);
 
     /* The text: its tokens' pieces, U+FFFD for what is not UTF-8, cut at
      * the stop string. */
     if (!fx_ref_utf8_valid(r->text, r->len)) fail_msg("row %zu: text not UTF-8", r->id);
-    if (r->faulted) return;
+    if (lax) return;
     size_t raw_len;
     char *raw = concat(ev->tokens, n - (size_t)(eos_token != 0), &raw_len);
     char *s0 = xmalloc(3 * raw_len + 3), *s1 = xmalloc(3 * raw_len + 3);
@@ -748,10 +756,17 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
         if (!(r->len <= n0 && !mem_diff(s0, r->text, r->len)) &&
             !(r->len == n1 && !mem_diff(s1, r->text, r->len)))
             fail_msg("row %zu: a failed row's text is not its tokens' text", r->id);
+    } else if (r->faulted) {
+        /* A row whose last TEXT could not be queued should fail, and ends
+         * normally without that text instead: test_text_not_lost_on_nomem
+         * reproduces it; tolerated here (a prefix) so the run goes on. */
+        if (!(r->len <= n0 && !mem_diff(s0, r->text, r->len)) &&
+            !(r->len == n1 && !mem_diff(s1, r->text, r->len)))
+            fail_msg("row %zu: text is not its tokens' text (allocation failures)", r->id);
     } else {
         if (r->len != n1 || mem_diff(s1, r->text, r->len))
-            fail_msg("row %zu: text (%zu bytes) is not its tokens' text (%zu bytes)",
-                     r->id, r->len, n1);
+            fail_msg("row %zu: text (%zu bytes) is not its tokens' text (%zu bytes); finish %d, faulted %d",
+                     r->id, r->len, n1, ev->finish, r->faulted);
         for (size_t j = 0; j < r->n_stop; j++)
             if (fx_ref_first_end(r->text, r->len, r->stops[j], strlen(r->stops[j])))
                 fail_msg("row %zu: stop string %zu is in its text, finish %d", r->id, j,

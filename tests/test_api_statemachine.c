@@ -152,7 +152,9 @@ static void on_event(bslot *s, const fx_event *ev) {
     case FX_EVENT_TOKEN: sm_row_token(r, ev, model); break;
     case FX_EVENT_DONE:
         sm_row_done(r, ev, model, s->n_ctx, s->bt, s->no_cache);
-        if (r->solo && !r->faulted && ev->finish != FX_FINISH_CANCELLED) solo_check(s, r, ev);
+        if (r->solo && !(r->faulted && ev->finish == FX_FINISH_ERROR) &&
+            ev->finish != FX_FINISH_CANCELLED)
+            solo_check(s, r, ev);
         r->state = R_DONE;
         stats_done++;
         break;
@@ -511,6 +513,142 @@ static void test_state_machine(void **state) {
     assert_true(stats_done > 0 && stats_submit_err > 0 && stats_solo > 0);
 }
 
+/* ---- reproducers of what the state machine found ---- */
+
+typedef struct one_row {
+    char text[1024];
+    size_t len;
+    int dones;
+    fx_finish_reason finish;
+    fx_status status;
+    int32_t stop_index;
+    int32_t ids[64];
+    size_t n_ids;
+} one_row;
+
+/* One request on a fresh batcher whose allocator fails from its N-th
+ * call after the submit (alone, or with every later one; N 0: never),
+ * run to its DONE; polled after every step, or (poll_late) only once it
+ * ended, so that its events pile up. */
+static long run_one(const fx_request *q0, long fail_at, int fail_after, int poll_late,
+                    one_row *o) {
+    fx_fault_alloc fa = {0};
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.allocator = fx_fault_allocator(&fa);
+    p.max_rows = 1;
+    p.n_ctx = 64;
+    fx_batcher *b = NULL;
+    assert_int_equal(fx_batcher_create(model, &p, &b, NULL, 0), FX_OK);
+    fx_request q = *q0;
+    q.user = o;
+    memset(o, 0, sizeof *o);
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &q, &row), FX_OK);
+    fx_fault_plan(&fa, fail_at, fail_after);
+    for (int i = 0; i < 100 && fx_batcher_pending(b) > 0; i++) {
+        fx_status st = fx_step(b);
+        assert_true(st == FX_OK || st == FX_ERR_NOMEM);
+        fx_event ev;
+        while ((!poll_late || fx_batcher_pending(b) == 0) && fx_poll(b, &ev)) {
+            assert_ptr_equal(ev.user, o);
+            if (ev.type == FX_EVENT_TEXT) {
+                assert_true(o->len + ev.text_len <= sizeof o->text);
+                memcpy(o->text + o->len, ev.text, ev.text_len);
+                o->len += ev.text_len;
+            } else if (ev.type == FX_EVENT_DONE) {
+                o->dones++;
+                o->finish = ev.finish, o->status = ev.status, o->stop_index = ev.stop_index;
+                o->n_ids = ev.n_tokens < 64 ? ev.n_tokens : 64;
+                memcpy(o->ids, ev.tokens, o->n_ids * sizeof *o->ids);
+            }
+        }
+    }
+    long calls = fa.calls;
+    fx_fault_stop(&fa);
+    fx_batcher_free(b);
+    assert_int_equal(fa.live, 0);
+    return calls;
+}
+
+/* Every allocation after the submit failing in turn: the row ends once,
+ * and either fails (FX_FINISH_ERROR, stop_index -1) or has its whole
+ * text, as fault-free. */
+static void sweep_row(const char *what, const fx_request *q, int poll_late) {
+    one_row ref, o;
+    long total = run_one(q, 0, 0, poll_late, &ref);
+    assert_int_equal(ref.dones, 1);
+    assert_true(ref.finish != FX_FINISH_ERROR && ref.len > 0);
+    for (int after = 0; after < 2; after++)
+        for (long n = 1; n <= total; n++) {
+            run_one(q, n, after, poll_late, &o);
+            if (o.dones != 1) fail_msg("%s, allocation %ld failing: %d DONEs", what, n, o.dones);
+            if (o.finish == FX_FINISH_ERROR) {
+                if (o.stop_index != -1)
+                    fail_msg("%s, allocation %ld of %ld failing%s: FX_FINISH_ERROR (%s) with "
+                             "stop_index %d; ferrox.h: -1 unless STOP or EOS", what, n, total,
+                             after ? " (and every later one)" : "",
+                             fx_status_str(o.status), o.stop_index);
+                continue;
+            }
+            if (o.finish != ref.finish || o.len != ref.len || memcmp(o.text, ref.text, ref.len))
+                fail_msg("%s, allocation %ld of %ld failing%s: finish %d with %zu bytes of "
+                         "text; fault-free: finish %d, %zu bytes -- text lost, row not failed",
+                         what, n, total, after ? " (and every later one)" : "", o.finish,
+                         o.len, ref.finish, ref.len);
+        }
+}
+
+/* Found by the state machine. A TEXT event that cannot be queued (no
+ * memory) is to fail its row rather than vanish (step.c, emit_text);
+ * instead the row's LENGTH (or STOP, or CANCELLED) overwrites the
+ * failure, and its DONE says it ended normally with its last text
+ * missing. Here: one token, max_tokens 1, its TEXT event's allocation
+ * failing. */
+static void test_text_not_lost_on_nomem(void **state) {
+    (void)state;
+    static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h', FX_BM_BYTE0 + 'i'};
+    /* One forced token with text, then LENGTH. */
+    int32_t ab = -1;
+    for (uint32_t t = 0; t < fx_model_vocab_size(model) && ab < 0; t++) {
+        char piece[8];
+        size_t n;
+        if (fx_token_to_piece(model, (int32_t)t, 0, piece, sizeof piece, &n) == FX_OK &&
+            n == 3 && !memcmp(piece, "abc", 3))
+            ab = (int32_t)t;
+    }
+    assert_true(ab >= 0);
+    fx_logit_bias force = {ab, 1e30f};
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = 3;
+    q.logit_bias = &force;
+    q.n_logit_bias = 1;
+    q.max_tokens = 1;
+    sweep_row("one forced token, LENGTH, polled at the end", &q, 1);
+}
+
+/* Found by the state machine. A row that ended on EOS (stop_index: the
+ * token) but fails when the text it held back cannot be queued keeps
+ * that stop_index in its FX_FINISH_ERROR DONE. Here a grammar completes
+ * after "a", which was held back for the stop string "ab". */
+static void test_error_done_stop_index(void **state) {
+    (void)state;
+    static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
+    static const char *const stops[] = {"ab"};
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 4;
+    q.grammar = "root ::= \"a\"";
+    q.grammar_len = strlen(q.grammar);
+    q.stop = stops;
+    q.n_stop = 1;
+    sweep_row("grammar \"a\" held for stop \"ab\", EOS", &q, 0);
+}
+
 static char model_path[4096];
 
 static int setup(void **state) {
@@ -552,6 +690,8 @@ int main(int argc, char **argv) {
     if (argc > 2) run_ops = strtol(argv[2], NULL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_machine),
+        cmocka_unit_test(test_text_not_lost_on_nomem),
+        cmocka_unit_test(test_error_done_stop_index),
     };
     return cmocka_run_group_tests_name("api_statemachine", tests, setup, teardown);
 }
