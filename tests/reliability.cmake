@@ -55,7 +55,8 @@ fx_add_test(test_reliability_api SOURCES test_reliability_api.c
 target_sources(fx_test_support PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/support/byte_model.c
   ${CMAKE_CURRENT_SOURCE_DIR}/support/text_ref.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/support/grammar_gen.c)
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/grammar_gen.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/mem_cap.c)
 fx_add_test(test_api_statemachine SOURCES test_api_statemachine.c sm_gen.c)
 # test_grammar_limits: generated grammars at every FX_GRAMMAR_* limit and
 # one past it, issue 36's chain among them.
@@ -63,3 +64,6 @@ fx_add_test(test_grammar_limits SOURCES test_grammar_limits.c)
 # test_resource_limits: every size a caller controls at its limit and one
 # past it, each in a child under RLIMIT_AS and an alarm.
 fx_add_test(test_resource_limits SOURCES test_resource_limits.c)
+# test_api_findings: minimal reproducers of the contract breaks those
+# found that are not fixed yet (each fails until its fix lands).
+fx_add_test(test_api_findings SOURCES test_api_findings.c)

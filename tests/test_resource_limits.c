@@ -5,18 +5,15 @@
  * stop strings (count and length), stop tokens, n_logprobs, grammar size,
  * logit-bias count, and rows queued until memory runs out.
  *
- * Each case runs in a forked child under a memory cap (RLIMIT_AS: what
- * the process maps now plus CAP_MB) and an alarm, so that a missed check
- * fails the test -- FX_ERR_NOMEM expected, a crash, a signal or a timeout
- * seen -- instead of exhausting the machine. AddressSanitizer maps terabytes
- * of shadow up front; the cap is taken above that, and this program asks
- * ASan to return NULL for an allocation it cannot make (as malloc does)
- * and to keep a small quarantine, so the same checks hold under it.
+ * Each case runs in a forked child under a memory cap and an alarm
+ * (support/mem_cap.h), so that a missed check fails the test --
+ * FX_ERR_NOMEM expected, a crash, a signal or a timeout seen -- instead
+ * of exhausting the machine. Sizes whose handling breaks the contract are
+ * in test_api_findings.c.
  */
 #define _DEFAULT_SOURCE
 #include <math.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -33,85 +28,12 @@
 #include <ferrox.h>
 
 #include "byte_model.h"
+#include "mem_cap.h"
 #include "test_util.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define FX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FX_ASAN 1
-#endif
-#endif
-
-#ifdef FX_ASAN
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) {
-    return "allocator_may_return_null=1:quarantine_size_mb=16";
-}
-#define CAP_MB 768
-#else
-#define CAP_MB 384
-#endif
 
 static char model_path[4096];
 static fx_model *model;
 static uint32_t n_vocab;
-
-/* ---- the child: its own checks, since cmocka's belong to the parent ---- */
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
-#define CHECK_ST(call, want)                                                 \
-    do {                                                                     \
-        fx_status st_ = (call);                                              \
-        CHECK(st_ == (want), "%s: %s, expected %s", #call,                   \
-              fx_status_str(st_), fx_status_str(want));                      \
-    } while (0)
-
-static uint64_t mapped_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (f) {
-        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
-        fclose(f);
-    }
-    return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
-static void cap_memory(void) {
-    uint64_t cap = mapped_bytes() + ((uint64_t)CAP_MB << 20);
-    struct rlimit rl = {(rlim_t)cap, (rlim_t)cap};
-    CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit");
-}
-
-/* Runs fn in a child with the memory cap and `seconds` to finish; fails
- * the test unless it exits 0. */
-static void capped(const char *what, void (*fn)(void), unsigned seconds) {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(seconds);
-        cap_memory();
-        fn();
-        exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFSIGNALED(status))
-        fail_msg("%s: the child died of signal %d%s", what, WTERMSIG(status),
-                 WTERMSIG(status) == SIGALRM ? " (time bound passed)" : "");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("%s: the child failed (exit %d)", what, WEXITSTATUS(status));
-}
 
 /* ---- helpers ---- */
 
@@ -385,29 +307,6 @@ static void prompt_2g_case(void) {
     fx_batcher_free(b);
 }
 
-/* Found here. A text prompt that can never fit is tokenized whole before
- * it is refused, and tokenizing takes about 42 bytes of memory per byte
- * of text: 16 MiB of prompt to a batcher of 64 positions needs ~670 MB,
- * and under this cap fx_submit says FX_ERR_NOMEM -- a status a host may
- * retry -- where ferrox.h promises FX_ERR_NO_ROOM ("prompt + max_tokens
- * longer than n_ctx") for a request that could never run. */
-static void prompt_bytes_case(void) {
-    fx_batcher *b = small_batcher();
-    size_t len = (size_t)16 << 20;
-    char *text = malloc(len);
-    CHECK(text, "out of memory in the test");
-    memset(text, 'a', len);
-    fx_request q;
-    fx_request_init(&q);
-    q.prompt = text;
-    q.prompt_len = len;
-    q.max_tokens = 1;
-    fx_row *row;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_NO_ROOM);
-    free(text);
-    fx_batcher_free(b);
-}
-
 static void stop_case(void) {
     fx_batcher *b = small_batcher();
     int32_t ids[4];
@@ -573,42 +472,6 @@ static void queue_until_full_case(void) {
     fx_batcher_free(b);
 }
 
-/* Found by test_api_statemachine. ferrox.h: fx_lease_create fails with
- * FX_ERR_NO_ROOM for a prefix "longer than n_ctx - 1 tokens, or more
- * blocks than the cache". A prefix of exactly the cache's blocks is
- * neither, yet it is refused ("the request needs 3 KV blocks; the cache
- * has 2 in all"): the lease's row is sized with one position more. */
-static void lease_fills_cache_case(void) {
-    fx_batcher_params p;
-    params(&p);
-    p.block_tokens = 16;
-    p.kv_bytes = 2 * one_block_bytes(16);
-    fx_batcher *b = create_ok(&p);
-    /* Two blocks: a row of 32 positions fits, one of 33 does not. */
-    CHECK_ST(submit_ids(b, 31, 1, NULL, NULL), FX_OK);
-    CHECK_ST(submit_ids(b, 32, 1, NULL, NULL), FX_ERR_NO_ROOM);
-    fx_batcher_free(b);
-    b = create_ok(&p);
-    /* Texts of 31 and 32 tokens (bytes without a piece: a byte token
-     * each, after the space SentencePiece puts first). */
-    char text[64];
-    memset(text, '\x80', sizeof text);
-    for (size_t want = 31; want <= 32; want++) {
-        size_t len = 0, n = 0;
-        while (n != want) {
-            CHECK(++len < sizeof text, "no text of %zu tokens", want);
-            fx_status st = fx_tokenize(model, text, len, 0, NULL, 0, &n);
-            CHECK(st == FX_OK || st == FX_ERR_BUFFER_TOO_SMALL, "tokenize");
-        }
-        fx_lease *l = NULL;
-        fx_status st = fx_lease_create(b, text, len, FX_REQUEST_NO_BOS, &l);
-        CHECK(st == FX_OK, "a lease of %zu tokens in a cache of 32 positions: %s (%s)", want,
-              fx_status_str(st), fx_batcher_errmsg(b));
-        CHECK_ST(fx_lease_release(b, l), FX_OK);
-    }
-    fx_batcher_free(b);
-}
-
 /* A lease may be n_ctx - 1 tokens long, not n_ctx (the cache being
  * large enough for either); rows continuing the longest one still get a
  * token. */
@@ -655,19 +518,17 @@ static void lease_len_case(void) {
 }
 
 #define CASE(name, seconds) \
-    static void test_##name(void **state) { (void)state; capped(#name, name##_case, seconds); }
+    static void test_##name(void **state) { (void)state; fx_test_capped(#name, name##_case, seconds); }
 CASE(kv_bytes, 30)
 CASE(max_rows, 30)
 CASE(n_ctx, 30)
 CASE(step_tokens, 30)
 CASE(block_and_threads, 30)
 CASE(prompt, 30)
-CASE(prompt_bytes, 30)
 CASE(prompt_2g, 30)
 CASE(stop, 30)
 CASE(grammar_size, 30)
 CASE(queue_until_full, 30)
-CASE(lease_fills_cache, 30)
 CASE(lease_len, 30)
 
 static int setup(void **state) {
@@ -691,10 +552,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes),     cmocka_unit_test(test_max_rows),
         cmocka_unit_test(test_n_ctx),        cmocka_unit_test(test_step_tokens),
-        cmocka_unit_test(test_block_and_threads), cmocka_unit_test(test_prompt),
-        cmocka_unit_test(test_prompt_bytes), cmocka_unit_test(test_prompt_2g),
+        cmocka_unit_test(test_block_and_threads), cmocka_unit_test(test_prompt),  cmocka_unit_test(test_prompt_2g),
         cmocka_unit_test(test_stop),         cmocka_unit_test(test_grammar_size),
-        cmocka_unit_test(test_queue_until_full), cmocka_unit_test(test_lease_fills_cache),
+        cmocka_unit_test(test_queue_until_full),
         cmocka_unit_test(test_lease_len),
     };
     return cmocka_run_group_tests_name("resource_limits", tests, setup, teardown);
