@@ -548,7 +548,7 @@ unsigned sm_gen_lease(sm_rng *g, const sm_ctx *c, sm_lease_req *q) {
     if (n > c->n_ctx - 1 || (!c->ctx_limited && blocks * c->bt > c->tok_cap))
         defects |= SM_ST(FX_ERR_NO_ROOM);
     /* A lease of exactly the cache's blocks is refused today (it is sized
-     * with one position more); test_resource_limits.c:
+     * with one position more); test_api_findings.c:
      * test_lease_fills_cache reproduces it. Tolerated here so that the
      * state machine goes on to find other breaks. */
     if (!c->ctx_limited && n + 1 > c->tok_cap) defects |= SM_ST(FX_ERR_NO_ROOM);
