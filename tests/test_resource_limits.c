@@ -229,7 +229,7 @@ static void step_tokens_case(void) {
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
 
-static void block_and_threads_case(void) {
+static void block_case(void) {
     fx_batcher_params p;
     fx_batcher *b;
     params(&p);
@@ -243,8 +243,13 @@ static void block_and_threads_case(void) {
     fx_batcher_free(b);
     p.block_tokens = 4097;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
-    /* 256 threads: started, or refused cleanly when the cap leaves no
-     * room for their stacks. */
+}
+
+/* 256 threads: started, or refused cleanly when the cap leaves no room
+ * for their stacks. */
+static void threads_case(void) {
+    fx_batcher_params p;
+    fx_batcher *b;
     params(&p);
     p.n_threads = 256;
     fx_status st = create(&p, &b);
@@ -523,7 +528,19 @@ CASE(kv_bytes, 30)
 CASE(max_rows, 30)
 CASE(n_ctx, 30)
 CASE(step_tokens, 30)
-CASE(block_and_threads, 30)
+CASE(block, 30)
+
+/* Under ASan a thread that pthread_create started maps ASan's own state,
+ * and a refused mapping there aborts the process (ASan's, not ferrox's
+ * doing): there the threads run without the cap. */
+static void test_threads(void **state) {
+    (void)state;
+#ifdef FX_TEST_ASAN
+    fx_test_child("threads", threads_case, 30, 0);
+#else
+    fx_test_capped("threads", threads_case, 30);
+#endif
+}
 CASE(prompt, 30)
 CASE(prompt_2g, 30)
 CASE(stop, 30)
@@ -552,7 +569,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes),     cmocka_unit_test(test_max_rows),
         cmocka_unit_test(test_n_ctx),        cmocka_unit_test(test_step_tokens),
-        cmocka_unit_test(test_block_and_threads), cmocka_unit_test(test_prompt),  cmocka_unit_test(test_prompt_2g),
+        cmocka_unit_test(test_block), cmocka_unit_test(test_threads), cmocka_unit_test(test_prompt),  cmocka_unit_test(test_prompt_2g),
         cmocka_unit_test(test_stop),         cmocka_unit_test(test_grammar_size),
         cmocka_unit_test(test_queue_until_full),
         cmocka_unit_test(test_lease_len),

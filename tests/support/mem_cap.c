@@ -28,15 +28,17 @@ static uint64_t mapped_bytes(void) {
     return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-void fx_test_capped(const char *what, void (*fn)(void), unsigned seconds) {
+void fx_test_child(const char *what, void (*fn)(void), unsigned seconds, unsigned cap_mb) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         alarm(seconds);
-        uint64_t cap = mapped_bytes() + ((uint64_t)FX_TEST_CAP_MB << 20);
-        struct rlimit rl = {(rlim_t)cap, (rlim_t)cap};
-        CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit");
+        if (cap_mb) {
+            uint64_t cap = mapped_bytes() + ((uint64_t)cap_mb << 20);
+            struct rlimit rl = {(rlim_t)cap, (rlim_t)cap};
+            CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit");
+        }
         fn();
         exit(0); /* not _exit: LeakSanitizer checks the child too */
     }
@@ -47,4 +49,8 @@ void fx_test_capped(const char *what, void (*fn)(void), unsigned seconds) {
                  WTERMSIG(status) == SIGALRM ? " (time bound passed)" : "");
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("%s: the child failed (exit %d)", what, WEXITSTATUS(status));
+}
+
+void fx_test_capped(const char *what, void (*fn)(void), unsigned seconds) {
+    fx_test_child(what, fn, seconds, FX_TEST_CAP_MB);
 }

@@ -30,8 +30,12 @@
 #define FX_TEST_CAP_MB 384u
 #endif
 
-/* Runs fn in a child under the cap with `seconds` to finish; fails the
- * (cmocka) test unless the child exits 0. */
+/* Runs fn in a child under a cap of cap_mb above what is mapped (0: no
+ * cap) with `seconds` to finish; fails the (cmocka) test unless the child
+ * exits 0. */
+void fx_test_child(const char *what, void (*fn)(void), unsigned seconds, unsigned cap_mb);
+
+/* fx_test_child with FX_TEST_CAP_MB. */
 void fx_test_capped(const char *what, void (*fn)(void), unsigned seconds);
 
 /* Checks for the child, where cmocka's belong to the parent: a message
