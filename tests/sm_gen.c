@@ -179,8 +179,10 @@ static int grammar_ok(int check, const char *t, size_t n, int complete) {
             if (n - i >= 6 && !memcmp(t + i, "\xe6\x97\xa5\xe6\x9c\xac", 6)) i += 6;
             else if (n - i >= 2 && !memcmp(t + i, "\xc3\xa9", 2)) i += 2;
             else if (t[i] == '!' && i > 0 && i + 1 == n) return 1;
-            else return !complete && ((n - i < 6 && !memcmp(t + i, "\xe6\x97\xa5\xe6\x9c\xac", n - i)) ||
-                                      (n - i < 2 && !memcmp(t + i, "\xc3\xa9", n - i)));
+            else
+                return !complete &&
+                       ((n - i < 6 && !memcmp(t + i, "\xe6\x97\xa5\xe6\x9c\xac", n - i)) ||
+                        (n - i < 2 && !memcmp(t + i, "\xc3\xa9", n - i)));
         }
         return !complete;
     case G_ONLY_A:
@@ -474,10 +476,22 @@ unsigned sm_gen_request(sm_rng *g, const sm_ctx *c, sm_row *r, sm_request *q) {
     case 5: req->prompt = NULL, req->n_prompt_tokens = 0, req->lease = NULL;
             defects |= inval, q->what = "no prompt"; break;
     case 6: if (req->n_stop) { req->stop = NULL; defects |= inval; q->what = "stop NULL"; } break;
-    case 7: if (req->n_stop) { ((const char **)req->stop)[0] = ""; defects |= inval; q->what = "empty stop"; } break;
-    case 8: if (req->n_stop) { ((const char **)req->stop)[0] = "a\xc0\xaf"; defects |= inval; q->what = "invalid UTF-8 stop"; } break;
-    case 9: if (req->n_stop_tokens) { ((int32_t *)req->stop_tokens)[0] = (int32_t)n_vocab; defects |= inval; q->what = "stop token out of range"; } break;
-    case 10: if (!req->grammar) { req->grammar_len = 5; defects |= inval; q->what = "grammar NULL"; } break;
+    case 7: if (req->n_stop) {
+                ((const char **)req->stop)[0] = "";
+                defects |= inval, q->what = "empty stop";
+            } break;
+    case 8: if (req->n_stop) {
+                ((const char **)req->stop)[0] = "a\xc0\xaf";
+                defects |= inval, q->what = "invalid UTF-8 stop";
+            } break;
+    case 9: if (req->n_stop_tokens) {
+                ((int32_t *)req->stop_tokens)[0] = (int32_t)n_vocab;
+                defects |= inval, q->what = "stop token out of range";
+            } break;
+    case 10: if (!req->grammar) {
+                 req->grammar_len = 5;
+                 defects |= inval, q->what = "grammar NULL";
+             } break;
     case 11: req->n_logprobs = sm_below(g, 2) ? FX_MAX_LOGPROBS + 1 : UINT32_MAX;
              defects |= inval, q->what = "n_logprobs"; break;
     case 12: req->temperature = NAN, defects |= inval, q->what = "NaN temperature"; break;
@@ -627,7 +641,8 @@ void sm_row_token(sm_row *r, const fx_event *ev, const fx_model *m) {
     for (size_t i = 0; i < ev->n_top; i++) {
         const fx_token_logprob *t = &ev->top[i];
         if (t->token < 0 || (uint32_t)t->token >= n_vocab || !(t->logprob <= 1e-4f))
-            fail_msg("row %zu: alternative %zu is (%d, %g)", r->id, i, t->token, (double)t->logprob);
+            fail_msg("row %zu: alternative %zu is (%d, %g)", r->id, i, t->token,
+                     (double)t->logprob);
         if (i && t->logprob > ev->top[i - 1].logprob)
             fail_msg("row %zu: alternatives not most likely first", r->id);
     }
@@ -683,8 +698,9 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
     if (r->all_banned && !r->faulted &&
         (n != 0 || (ev->finish != FX_FINISH_CANCELLED && ev->status != FX_ERR_ALL_BANNED &&
                     !(r->gcheck == G_ONLY_A && ev->status == FX_ERR_GRAMMAR))))
-        fail_msg("row %zu (grammar check %d, json %d): every token banned by -INFINITY, yet it ended %d (%s) after "
-                 "%zu tokens", r->id, r->gcheck, !!(r->flags & FX_REQUEST_JSON), ev->finish, fx_status_str(ev->status), n);
+        fail_msg("row %zu (grammar check %d): every token banned by -INFINITY, yet it "
+                 "ended %d (%s) after %zu tokens", r->id, r->gcheck, ev->finish,
+                 fx_status_str(ev->status), n);
     if (ev->finish == FX_FINISH_CANCELLED && !r->cancel_asked)
         fail_msg("row %zu: cancelled without fx_cancel", r->id);
     if (u->completion_tokens != n || n > r->max_tokens)
@@ -765,7 +781,8 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
             fail_msg("row %zu: text is not its tokens' text (allocation failures)", r->id);
     } else {
         if (r->len != n1 || mem_diff(s1, r->text, r->len))
-            fail_msg("row %zu: text (%zu bytes) is not its tokens' text (%zu bytes); finish %d, faulted %d",
+            fail_msg("row %zu: text (%zu bytes) is not its tokens' text (%zu bytes); "
+                     "finish %d, faulted %d",
                      r->id, r->len, n1, ev->finish, r->faulted);
         for (size_t j = 0; j < r->n_stop; j++)
             if (fx_ref_first_end(r->text, r->len, r->stops[j], strlen(r->stops[j])))

@@ -523,7 +523,10 @@ static void lease_len_case(void) {
 }
 
 #define CASE(name, seconds) \
-    static void test_##name(void **state) { (void)state; fx_test_capped(#name, name##_case, seconds); }
+    static void test_##name(void **state) {                                  \
+        (void)state;                                                         \
+        fx_test_capped(#name, name##_case, seconds);                         \
+    }
 CASE(kv_bytes, 30)
 CASE(max_rows, 30)
 CASE(n_ctx, 30)
@@ -569,7 +572,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes),     cmocka_unit_test(test_max_rows),
         cmocka_unit_test(test_n_ctx),        cmocka_unit_test(test_step_tokens),
-        cmocka_unit_test(test_block), cmocka_unit_test(test_threads), cmocka_unit_test(test_prompt),  cmocka_unit_test(test_prompt_2g),
+        cmocka_unit_test(test_block),        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_prompt),       cmocka_unit_test(test_prompt_2g),
         cmocka_unit_test(test_stop),         cmocka_unit_test(test_grammar_size),
         cmocka_unit_test(test_queue_until_full),
         cmocka_unit_test(test_lease_len),
