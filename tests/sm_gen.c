@@ -67,6 +67,7 @@ void sm_pieces_free(void) {
     for (uint32_t t = 0; piece && t < n_vocab; t++) free(piece[t]);
     free(piece);
     free(piece_len);
+    piece_len = NULL;
     piece = NULL;
 }
 

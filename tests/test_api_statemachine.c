@@ -20,7 +20,8 @@
  * prompt (fx_tokenize) and the ids; banned tokens never appear; one row in
  * eight, replayed alone on a fresh batcher, gives the same DONE (other
  * rows, budgets, faults elsewhere and the prefix cache change nothing);
- * leases held are ready once nothing is pending; and every block each
+ * leases held are ready once nothing is pending; the model freed while
+ * both batchers use it lives until the last one goes; and every block each
  * batcher and the model allocated is freed (counting allocator; ASan/LSan
  * too).
  *
@@ -68,6 +69,7 @@ typedef struct bslot {
 static fx_model *model;
 static fx_fault_alloc model_fa;
 static long model_baseline;
+static int model_freed; /* fx_model_free called; the last batcher frees it */
 static bslot bs[2];
 static uint64_t next_serial = 1;
 static sm_row **recs;
@@ -237,7 +239,10 @@ static void free_batcher(bslot *s) {
     /* The batcher handle itself is the model allocator's: one block per
      * batcher still alive. */
     long alive = (bs[0].b != NULL) + (bs[1].b != NULL);
-    if (model_fa.live != model_baseline + alive)
+    if (model_freed && alive == 0) {
+        if (model_fa.live != 0)
+            fail_msg("the model's deferred free left %ld blocks", model_fa.live);
+    } else if (model_fa.live != model_baseline + alive)
         fail_msg("the model's allocator holds %ld blocks more than its %ld "
                  "batchers after a batcher was freed",
                  model_fa.live - model_baseline - alive, alive);
@@ -255,7 +260,7 @@ static void make_batcher(bslot *s) {
     p.n_ctx = 8 + (uint32_t)sm_below(&rng, 120);
     p.block_tokens = sm_below(&rng, 5) == 0 ? 0 : 1 + (uint32_t)sm_below(&rng, 24);
     p.flags = sm_below(&rng, 4) == 0 ? FX_BATCHER_NO_PREFIX_CACHE : 0;
-    p.n_threads = 1 + (uint32_t)sm_below(&rng, 2);
+    p.n_threads = 1 + (uint32_t)sm_below(&rng, 3);
     uint32_t bt = p.block_tokens ? p.block_tokens : 16;
     if (sm_below(&rng, 2)) {
         /* A tiny budget: 1 to 24 blocks (K and V, F32, plus the per-block
@@ -500,7 +505,13 @@ static void run(uint64_t seed, long ops) {
     }
     drain(&bs[0]);
     drain(&bs[1]);
+    /* The model freed while both batchers use it: deferred until the last
+     * batcher goes (RELIABILITY 35), and then everything of it freed. */
+    sm_pieces_free();
+    fx_model_free(model);
+    model_freed = 1;
     free_batcher(&bs[0]);
+    if (model_fa.live == 0) fail_msg("the model was freed while a batcher used it");
     free_batcher(&bs[1]);
 }
 
@@ -537,7 +548,7 @@ static int teardown(void **state) {
     for (size_t i = 0; i < n_recs; i++) sm_row_free(recs[i]);
     free(recs);
     sm_pieces_free();
-    fx_model_free(model);
+    if (!model_freed) fx_model_free(model);
     remove(model_path);
     if (model_fa.live != 0) {
         fprintf(stderr, "the model leaked %ld blocks\n", model_fa.live);
