@@ -264,9 +264,10 @@ void sm_request_free(sm_request *q) {
     q->n_bufs = 0;
 }
 
+/* U+FFFD too: a host may stop on the first byte that is not UTF-8. */
 static const char *const stop_pool[] = {
     "a", "ab", "aab", "stop", "\xe6\x97\xa5", "\xc3\xa9t", "}", "\n", "zz",
-    "\xf0\x9f\x98\x80", "ba", "b", ".", "c"};
+    "\xf0\x9f\x98\x80", "ba", "b", ".", "c", "\xef\xbf\xbd", "a\xef\xbf\xbd"};
 #define N_STOP_POOL (sizeof stop_pool / sizeof stop_pool[0])
 
 /* Random text: pieces, random bytes (invalid UTF-8 too), special-token
@@ -679,6 +680,18 @@ static void check_stop(const sm_row *r, const char *s, size_t n, int32_t idx) {
     }
 }
 
+/* The text is s1 but for a stop string at its end that U+FFFD closes. */
+static int flushed_stop(const sm_row *r, const char *s1, size_t n1) {
+    if (r->len >= n1 || mem_diff(s1, r->text, r->len)) return 0;
+    for (size_t j = 0; j < r->n_stop; j++) {
+        size_t l = strlen(r->stops[j]);
+        if (r->len + l == n1 && l >= 3 && !memcmp(s1 + r->len, r->stops[j], l) &&
+            !memcmp(r->stops[j] + l - 3, "\xef\xbf\xbd", 3))
+            return 1;
+    }
+    return 0;
+}
+
 void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ctx,
                  uint32_t bt, int no_cache) {
     const fx_usage *u = &ev->usage;
@@ -780,6 +793,10 @@ void sm_row_done(sm_row *r, const fx_event *ev, const fx_model *m, uint32_t n_ct
         if (!(r->len <= n0 && !mem_diff(s0, r->text, r->len)) &&
             !(r->len == n1 && !mem_diff(s1, r->text, r->len)))
             fail_msg("row %zu: text is not its tokens' text (allocation failures)", r->id);
+    } else if (flushed_stop(r, s1, n1)) {
+        /* The final flush's U+FFFD completed a stop string, withheld under
+         * a LENGTH/EOS/CANCELLED DONE: test_flushed_stop (test_api_findings.c)
+         * reproduces it; tolerated here so the run goes on. */
     } else {
         if (r->len != n1 || mem_diff(s1, r->text, r->len))
             fail_msg("row %zu: text (%zu bytes) is not its tokens' text (%zu bytes); "

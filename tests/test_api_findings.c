@@ -163,6 +163,40 @@ static void test_error_done_stop_index(void **state) {
     sweep_row("grammar \"a\" held for stop \"ab\", EOS", &q, 0);
 }
 
+/* Found by test_api_statemachine. A row cut off inside a character ends
+ * with that character as U+FFFD (the final flush); with U+FFFD as a stop
+ * string, the flushed text is withheld as a stop -- yet the DONE says
+ * LENGTH, stop_index -1: text is missing and nothing tells the host. Either
+ * is consistent: the text with its U+FFFD and LENGTH, or no text and STOP
+ * (stop_index 0). Here: one forced byte 0xE6, max_tokens 1. */
+static void test_flushed_stop(void **state) {
+    (void)state;
+    static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
+    static const char *const stops[] = {"\xef\xbf\xbd"};
+    fx_logit_bias force = {FX_BM_BYTE0 + 0xE6, 1e30f};
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 1;
+    q.logit_bias = &force;
+    q.n_logit_bias = 1;
+    q.stop = stops;
+    q.n_stop = 1;
+    one_row o;
+    run_one(&q, 0, 0, 0, &o);
+    assert_int_equal(o.dones, 1);
+    assert_int_equal(o.n_ids, 1);
+    assert_int_equal(o.ids[0], FX_BM_BYTE0 + 0xE6);
+    int length_with_text = o.finish == FX_FINISH_LENGTH && o.stop_index == -1 &&
+                           o.len == 3 && !memcmp(o.text, "\xef\xbf\xbd", 3);
+    int stop_without_text = o.finish == FX_FINISH_STOP && o.stop_index == 0 && o.len == 0;
+    if (!length_with_text && !stop_without_text)
+        fail_msg("finish %d, stop_index %d, %zu bytes of text: the U+FFFD the final flush "
+                 "made is neither in the text nor reported as the stop", o.finish,
+                 o.stop_index, o.len);
+}
+
 /* ---- sizes (run under the memory cap of support/mem_cap.h) ---- */
 
 static void small_params(fx_batcher_params *p) {
@@ -305,6 +339,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_not_lost_on_nomem),
         cmocka_unit_test(test_error_done_stop_index),
+        cmocka_unit_test(test_flushed_stop),
         cmocka_unit_test(test_lease_fills_cache),
         cmocka_unit_test(test_prompt_bytes),
     };
