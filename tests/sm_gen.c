@@ -264,10 +264,12 @@ void sm_request_free(sm_request *q) {
     q->n_bufs = 0;
 }
 
-/* U+FFFD too: a host may stop on the first byte that is not UTF-8. */
+/* U+FFFD too (a host may stop on the first byte that is not UTF-8), and
+ * one long enough to hold back most of a row's text. */
 static const char *const stop_pool[] = {
     "a", "ab", "aab", "stop", "\xe6\x97\xa5", "\xc3\xa9t", "}", "\n", "zz",
-    "\xf0\x9f\x98\x80", "ba", "b", ".", "c", "\xef\xbf\xbd", "a\xef\xbf\xbd"};
+    "\xf0\x9f\x98\x80", "ba", "b", ".", "c", "\xef\xbf\xbd", "a\xef\xbf\xbd",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"};
 #define N_STOP_POOL (sizeof stop_pool / sizeof stop_pool[0])
 
 /* Random text: pieces, random bytes (invalid UTF-8 too), special-token
