@@ -46,3 +46,24 @@ fx_add_test(test_reliability_fixes SOURCES test_reliability_fixes.c
             reliability_batch.c INTERNAL)
 fx_add_test(test_reliability_api SOURCES test_reliability_api.c
             reliability_batch.c)
+
+# Issue 36, "finding the next ones": the contract tested from outside,
+# through ferrox.h only, on a synthetic model with byte tokens
+# (support/byte_model.c). test_api_statemachine: a seeded random state
+# machine over the batcher API (a short run here; FX_SM_SEED / FX_SM_OPS
+# for long ones, tests/README.md).
+target_sources(fx_test_support PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/byte_model.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/text_ref.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/grammar_gen.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/support/mem_cap.c)
+fx_add_test(test_api_statemachine SOURCES test_api_statemachine.c sm_gen.c)
+# test_grammar_limits: generated grammars at every FX_GRAMMAR_* limit and
+# one past it, issue 36's chain among them.
+fx_add_test(test_grammar_limits SOURCES test_grammar_limits.c)
+# test_resource_limits: every size a caller controls at its limit and one
+# past it, each in a child under RLIMIT_AS and an alarm.
+fx_add_test(test_resource_limits SOURCES test_resource_limits.c)
+# test_api_findings: minimal reproducers of the contract breaks those
+# found that are not fixed yet (each fails until its fix lands).
+fx_add_test(test_api_findings SOURCES test_api_findings.c)
