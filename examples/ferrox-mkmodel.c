@@ -10,8 +10,8 @@
  * --vocab-from copies every tokenizer.* key of a (vocabulary-only) GGUF,
  * so the model tokenizes real text. The weights are uniform in
  * +-1/sqrt(fan_in) from a splitmix64 stream seeded by --seed: the same
- * arguments give the same file on every machine. Progress (generating,
- * writing, wrote) goes to stderr.
+ * arguments give the same file on every machine. Progress (each tensor
+ * as it is generated, then writing) goes to stderr.
  *
  * A developer tool: it uses the library's internal GGUF reader and the
  * tests' GGUF writer, the same code the test suite builds its models with.
@@ -51,6 +51,12 @@ static size_t copy_vocab(gw_buf *b, void *user) {
         copied++;
     }
     return copied;
+}
+
+/* Progress on stderr, one line per tensor as its weights are generated. */
+static void tensor_done(size_t index, size_t count, const char *name, void *user) {
+    (void)user;
+    fprintf(stderr, "ferrox-mkmodel: [%zu/%zu] %s\n", index + 1, count, name);
 }
 
 int main(int argc, char **argv) {
@@ -126,7 +132,7 @@ int main(int argc, char **argv) {
         spec.extra_user = &src;
     }
 
-    /* Progress by phase: the writer builds the whole file in memory. */
+    spec.on_tensor = tensor_done;
     fprintf(stderr, "ferrox-mkmodel: generating %s weights: %u layers, dim %u, "
                     "ffn %u, vocab %u, seed %llu\n",
             type, spec.n_layer, spec.n_embd, spec.n_ff, spec.n_vocab,

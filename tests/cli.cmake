@@ -109,14 +109,14 @@ fx_cli_case(tokenize_cases_without_file ferrox-tokenize 2
 fx_cli_case(chat_template_no_message ferrox-chat-template 2
   ARGS --template|chatml ERR "no message")
 
-# ferrox-mkmodel: strict numbers, and progress by phase.
+# ferrox-mkmodel: strict numbers, and progress per tensor.
 fx_cli_case(mkmodel_negative ferrox-mkmodel 2
   ARGS --dim|-3|-o|x.gguf ERR "--dim: '-3' is not a whole number")
 fx_cli_case(mkmodel_type ferrox-mkmodel 2
   ARGS --type|q4|-o|x.gguf ERR "--type: 'q4' is not f32, f16, bf16 or q8_0")
 fx_cli_case(mkmodel_progress ferrox-mkmodel 0
   ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|-o|tiny.gguf
-  ERR "generating f32 weights: 1 layers[^\n]*\nferrox-mkmodel: writing tiny.gguf [(][0-9]+ bytes[)]\nferrox-mkmodel: wrote tiny.gguf\n$")
+  ERR "generating f32 weights: 1 layers[^\n]*\nferrox-mkmodel: [[]1/12[]] token_embd.weight\n([^\n]*\n)*ferrox-mkmodel: [[]12/12[]] blk.0.ffn_down.weight\nferrox-mkmodel: writing tiny.gguf [(][0-9]+ bytes[)]\nferrox-mkmodel: wrote tiny.gguf\n$")
 
 # ferrox-bench: lists parse strictly, and a short run on the synthetic
 # model (a few tokens per phase, no roofline, bandwidth given so no probe)

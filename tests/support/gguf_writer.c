@@ -382,6 +382,7 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     for (size_t i = 0; i < n; i++) {
         while (b->len < data_start + plan[i].offset) gw_u8(b, 0);
         write_tensor_data(b, &plan[i], &rng);
+        if (s->on_tensor) s->on_tensor(i, n, plan[i].name, s->on_tensor_user);
     }
     free(plan);
 }

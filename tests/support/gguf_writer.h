@@ -75,6 +75,10 @@ typedef struct gw_model_spec {
     /* Optional: a metadata key not to write ("llama.block_count"), to make
      * files missing a required key. */
     const char *skip_key;
+    /* Optional: called after each tensor's data is generated (index from
+     * 0, count, name), for tools that show progress. */
+    void (*on_tensor)(size_t index, size_t count, const char *name, void *user);
+    void *on_tensor_user;
 } gw_model_spec;
 
 void gw_model_spec_default(gw_model_spec *spec);

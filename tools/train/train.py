@@ -4,6 +4,7 @@ on generated NPC dialogue (tools/corpus/npc_corpus.py). Development only:
 building and testing ferrox never runs this.
 
     /usr/bin/python3 tools/train/train.py --out /tmp/npc-train [--steps N]
+        [--init EARLIER_RUN]   (continue: same vocabulary, new data)
 
 Needs Debian's python3-torch and python3-sentencepiece. Seeded: the same
 arguments on the same torch build give the same weights. Writes
@@ -13,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -74,19 +76,26 @@ def main():
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init", help="continue from this run directory's model.pt and tokenizer")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
 
     text = corpus(a.seed, a.conversations)
-    sp = train_vocab(text[: 8 << 20], a.out, a.vocab)
+    if a.init:
+        shutil.copy(os.path.join(a.init, "tokenizer.model"), os.path.join(a.out, "tokenizer.model"))
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(a.out, "tokenizer.model"))
+    else:
+        sp = train_vocab(text[: 8 << 20], a.out, a.vocab)
     data = encode(sp, text)
     held = encode(sp, corpus(a.seed + 1000, 300))
     print(f"corpus {len(text)} bytes, {len(data)} tokens; held-out {len(held)} tokens", flush=True)
 
     cfg = Config(sp.get_piece_size(), a.dim, a.layers, a.heads, a.kv_heads, a.ffn, a.ctx)
     model = Model(cfg)
+    if a.init:
+        model.load_state_dict(torch.load(os.path.join(a.init, "model.pt"), map_location="cpu")["state"])
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{n_params} parameters", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
