@@ -162,4 +162,38 @@ static inline int cli_fail(const char *tool, const char *subject,
     return CLI_FAILED;
 }
 
+/* The whole file, NUL-terminated (the NUL not counted in *len), in a
+ * malloc'd buffer; NULL if it cannot be opened, read or held. */
+static inline char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+        if (n == cap - 1) {
+            char *grown = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len) *len = n;
+    }
+    return buf;
+}
+
 #endif /* FX_CLI_H */

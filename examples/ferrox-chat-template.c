@@ -32,31 +32,6 @@ static int usage(FILE *f) {
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-        if (cap - len - 1 == 0) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = grown;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    return buf;
-}
-
 int main(int argc, char **argv) {
     const char *model_path = NULL, *tmpl = NULL;
     char *tmpl_file = NULL;
@@ -88,7 +63,7 @@ int main(int argc, char **argv) {
                 model_path = v;
             } else if (v[0] == '@') {
                 free(tmpl_file);
-                tmpl_file = read_file(v + 1);
+                tmpl_file = cli_read_file(v + 1, NULL);
                 if (!tmpl_file) {
                     fprintf(stderr, "ferrox-chat-template: cannot read %s\n",
                             v + 1);

@@ -45,34 +45,6 @@ static const char USAGE[] =
  * (batch x vocabulary floats) whatever the context. */
 #define FWD_BATCH 128u
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 /* -log p(target) from one row of logits, in double. */
 static double nll(const float *logits, uint32_t n_vocab, int32_t target) {
     float mx = logits[0];
@@ -190,7 +162,7 @@ int main(int argc, char **argv) {
         return cli_usage_error(&c, "--model and --file are required");
 
     size_t text_len = 0;
-    char *text = read_all(file, &text_len);
+    char *text = cli_read_file(file, &text_len);
     if (!text) {
         fprintf(stderr, "ferrox-perplexity: %s: %s\n", file, strerror(errno));
         return 1;

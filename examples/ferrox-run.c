@@ -149,32 +149,6 @@ static int parse_args(int argc, char **argv, options *o) {
     return 0;
 }
 
-/* The whole grammar file. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *data = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            char *grown = realloc(data, cap);
-            if (!grown) {
-                free(data);
-                fclose(f);
-                return NULL;
-            }
-            data = grown;
-        }
-        size_t got = fread(data + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *len = n;
-    return data;
-}
-
 /* Reads the prompts file: one prompt per line (empty lines skipped). */
 static char **read_lines(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -320,13 +294,13 @@ int main(int argc, char **argv) {
     int prc = parse_args(argc, argv, &o);
     if (prc != 0) return prc < 0 ? CLI_OK : prc;
 
-    if (o.grammar_file && !(o.grammar = read_all(o.grammar_file, &o.grammar_len))) {
+    if (o.grammar_file && !(o.grammar = cli_read_file(o.grammar_file, &o.grammar_len))) {
         fprintf(stderr, "ferrox-run: cannot read %s\n", o.grammar_file);
         return 1;
     }
     if (o.schema_file) {
         size_t schema_len;
-        char *schema = read_all(o.schema_file, &schema_len);
+        char *schema = cli_read_file(o.schema_file, &schema_len);
         if (!schema) {
             fprintf(stderr, "ferrox-run: cannot read %s\n", o.schema_file);
             return 1;

@@ -32,35 +32,6 @@ static int usage(FILE *f) {
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = cap > ((size_t)-1) / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* Tokenizes one text and prints its ids; lead is printed before each id. */
 static int print_ids(fx_model *model, const char *text, size_t len, uint32_t flags, const char *lead,
                      int32_t **buf, size_t *cap) {
@@ -115,7 +86,7 @@ int main(int argc, char **argv) {
     size_t len = 0;
     char *data = NULL;
     if (file) {
-        data = read_all(file, &len);
+        data = cli_read_file(file, &len);
         if (!data) {
             fprintf(stderr, "ferrox-tokenize: cannot read %s\n", file);
             fx_model_free(model);
