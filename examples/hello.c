@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     /* The conversation, rendered by the model's own chat template. */
     const fx_chat_message chat[2] = {
         {"system", "You are Greta, the baker of Millbrook. You are cheerful.", 0},
-        {"user", "Is the bread fresh today?", 0}};
+        {"user", "How much is a pie?", 0}};
     char prompt[1024];
     size_t needed = 0;
     if ((st = fx_chat_apply(model, NULL, chat, 2, FX_CHAT_ADD_ASSISTANT, prompt,
