@@ -6,7 +6,8 @@
 #                      conversation: turn 1 has no cached tokens, every later
 #                      turn reuses some (and never its whole prompt);
 #   example_tool_call  8 seeds, 8 rows side by side: every answer parsed as
-#                      an NPC action and the game acted on it;
+#                      an NPC action and the game acted on it, and at least
+#                      6 of them the action the player asked for;
 #   example_run_chat_no_template  ferrox-run refuses, with one message
 #                      (on the synthetic model, which has no template).
 if(NOT TARGET hello)
