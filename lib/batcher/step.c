@@ -217,6 +217,9 @@ static void accept_token(fx_batcher_impl *b, uint32_t slot, int32_t token) {
         fail_row(b, r, st);
         return;
     }
+    /* Its text could not be queued: the failure stands, and no STOP or
+     * LENGTH below may turn it back into a normal end. */
+    if (r->finish == FX_FINISH_ERROR) return;
     int64_t stop = fx_textout_stopped(r->text);
     if (stop >= 0) {
         r->finish = FX_FINISH_STOP;
