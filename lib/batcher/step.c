@@ -92,10 +92,14 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
         u.queue_seconds = admit - r->t_submit;
         u.ttft_seconds = r->t_first > 0 ? r->t_first - admit : 0;
         u.total_seconds = r->t_end - admit;
+        /* A row that hit a stop and then failed (its last text could not
+         * be queued) names no stop: ferrox.h says -1 unless STOP or EOS. */
+        int32_t stop_index = r->finish == FX_FINISH_STOP || r->finish == FX_FINISH_EOS
+                                 ? r->stop_index : -1;
         event_rec ev = {.type = FX_EVENT_DONE, .slot = slot, .gen = r->gen,
                         .user = r->user, .finish = r->finish,
                         .status = r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
-                        .stop_index = r->stop_index, .usage = u, .token = -1};
+                        .stop_index = stop_index, .usage = u, .token = -1};
         /* Into the slot reserved at submit: the reply cannot be lost. */
         fx_batcher_push_done(b, r, &ev);
     }
