@@ -1374,7 +1374,10 @@ typedef struct fx_request {
     uint64_t seed;                 /**< the row's random stream; default 0 */
     /** Stop strings (UTF-8, NUL-terminated): generation ends when the text
      * contains one; it is not emitted. Text that could be the start of a
-     * stop string is held back until it is known not to be. Copied. */
+     * stop string is held back until it is known not to be. A character
+     * cut off when the row ends becomes U+FFFD, and that may complete a
+     * stop string too: the DONE then says FX_FINISH_STOP, whatever ended
+     * the row. Copied. */
     const char *const *stop;
     size_t n_stop;                 /**< how many stop strings */
     /** Extra token ids that end generation (EOS and EOT always do, unless
@@ -1532,7 +1535,9 @@ typedef enum fx_finish_reason {
     FX_FINISH_NONE = 0,       /**< not ended (never in a DONE event) */
     FX_FINISH_EOS = 1,        /**< an end-of-generation or stop token, or
                                    a completed grammar */
-    FX_FINISH_STOP = 2,       /**< a stop string */
+    FX_FINISH_STOP = 2,       /**< a stop string (also one completed by
+                                   the U+FFFD of a character cut off at
+                                   the end, fx_request::stop) */
     FX_FINISH_LENGTH = 3,     /**< max_tokens or the context reached */
     FX_FINISH_CANCELLED = 4,  /**< fx_cancel */
     FX_FINISH_ERROR = 5       /**< this row failed; see fx_event.status */

@@ -68,6 +68,14 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
             emit_text(b, slot, from);
         else
             b->arena.len = from;
+        /* The U+FFFD of a character cut off is text like any other and may
+         * complete a stop string, which is then withheld: the DONE says
+         * so (STOP and its index) rather than LENGTH, EOS or CANCELLED. */
+        int64_t stop = fx_textout_stopped(r->text);
+        if (stop >= 0 && r->finish != FX_FINISH_ERROR) {
+            r->finish = FX_FINISH_STOP;
+            r->stop_index = (int32_t)stop;
+        }
     }
     int admitted = r->kv.state == FX_KV_LEASE_ACTIVE;
     if (admitted && !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
