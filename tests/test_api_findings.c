@@ -279,7 +279,38 @@ static void lease_fills_cache_case(void) {
         fx_status st = fx_lease_create(b, text, len, FX_REQUEST_NO_BOS, &l);
         CHECK(st == FX_OK, "a lease of %zu tokens in a cache of 32 positions: %s (%s)", want,
               fx_status_str(st), fx_batcher_errmsg(b));
+        /* A row continuing it generates one token more: with the lease's
+         * 31 it fits and runs (once the lease is computed), with 32 it
+         * can never fit. */
+        int32_t one = FX_BM_BYTE0 + 'a';
+        fx_request q;
+        fx_request_init(&q);
+        q.prompt_tokens = &one;
+        q.n_prompt_tokens = 0;
+        q.max_tokens = 1;
+        q.lease = l;
+        fx_row *row;
+        if (want == 32) {
+            CHECK_ST(fx_submit(b, &q, &row), FX_ERR_NO_ROOM);
+        } else {
+            CHECK_ST(fx_submit(b, &q, &row), FX_OK);
+            int done = 0;
+            for (int i = 0; i < 100 && !done; i++) {
+                CHECK_ST(fx_step(b), FX_OK);
+                fx_event ev;
+                while (fx_poll(b, &ev))
+                    if (ev.type == FX_EVENT_DONE) {
+                        CHECK(ev.finish == FX_FINISH_LENGTH && ev.n_tokens == 1,
+                              "the row continuing the lease: finish %d, %zu tokens",
+                              ev.finish, ev.n_tokens);
+                        done = 1;
+                    }
+            }
+            CHECK(done, "the row continuing a lease of 31 tokens never ended");
+        }
         CHECK_ST(fx_lease_release(b, l), FX_OK);
+        for (int i = 0; i < 10 && fx_batcher_pending(b) > 0; i++) CHECK_ST(fx_step(b), FX_OK);
+        CHECK(fx_batcher_pending(b) == 0, "rows left after the lease of %zu", want);
     }
     fx_batcher_free(b);
 }
