@@ -1462,7 +1462,9 @@ static inline void fx_request_init(fx_request *request) {
  * checks; never runs the model and never blocks.
  * Errors: FX_ERR_INVALID_ARG (bad fields, empty prompt, token out of
  * range), FX_ERR_NO_ROOM (prompt + max_tokens longer than n_ctx, or more
- * KV blocks than the whole cache: it could never run), FX_ERR_STALE_HANDLE
+ * KV blocks than the whole cache: it could never run; a text prompt too
+ * long to fit whatever its tokens is refused before it is tokenized, so
+ * its size costs no memory), FX_ERR_STALE_HANDLE
  * (a released lease), FX_ERR_GRAMMAR (the grammar does not compile),
  * FX_ERR_NOMEM, FX_ERR_REENTRANT.
  *

@@ -24,6 +24,14 @@ static fx_status prompt_tokens(fx_batcher_impl *b, const fx_request *req,
                                int add_bos, int32_t *out, size_t room,
                                size_t *n_out) {
     if (req->prompt) {
+        /* Tokenizing takes memory and time in proportion to the text: a
+         * text that must give more tokens than the room is refused first. */
+        size_t least = fx_vocab_min_tokens(b->model.vocab, req->prompt_len);
+        if (least > room)
+            return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                           "the prompt is %zu bytes, at least %zu tokens; with "
+                           "max_tokens it does not fit the context of %u",
+                           req->prompt_len, least, b->params.n_ctx);
         uint32_t flags = 0;
         if (add_bos) flags |= FX_TOKENIZE_ADD_SPECIAL;
         if (req->flags & FX_REQUEST_PARSE_SPECIAL) flags |= FX_TOKENIZE_PARSE_SPECIAL;
