@@ -1491,7 +1491,10 @@ FX_API fx_status fx_submit(fx_batcher *batcher, const fx_request *request,
  * chunks with one decode token of every generating row (at most
  * max_step_tokens tokens), samples, matches stops, and ends finished rows.
  * Returns FX_OK when there was nothing to do as well. Per-row outcomes
- * arrive as events; only batcher-wide failures are returned here.
+ * arrive as events; only batcher-wide failures are returned here. A row
+ * whose text cannot be queued (no memory) never ends without it: it ends
+ * with FX_FINISH_ERROR / FX_ERR_NOMEM instead, whatever else ended it
+ * (max_tokens, a stop, a cancel).
  *
  * It blocks the calling thread for the forward pass and the sampling
  * (both on n_threads threads: rows without a grammar are sampled on all
@@ -1638,7 +1641,8 @@ FX_API int fx_poll(fx_batcher *batcher, fx_event *event);
 
 /**
  * Asks a row to end; it leaves through the usual path at the next step,
- * with DONE reason FX_FINISH_CANCELLED (unless it finished first). Safe
+ * with DONE reason FX_FINISH_CANCELLED (unless it finished first, or its
+ * last text could not be queued: FX_FINISH_ERROR, fx_step). Safe
  * from any thread, including while another thread is inside fx_step.
  * Cancelling twice is fine. Errors: FX_ERR_STALE_HANDLE.
  *

@@ -197,6 +197,81 @@ static void test_flushed_stop(void **state) {
                  o.stop_index, o.len);
 }
 
+/* Found while fixing test_text_not_lost_on_nomem: a cancelled row's
+ * final flush (here the "x" held back for the stop string "xy") that
+ * cannot be queued vanished under a CANCELLED DONE. Cancelled after its
+ * first token, then allocation n after the cancel failing (alone, or with
+ * every later one): the DONE is CANCELLED with the "x", or the row fails. */
+static void cancel_case(long fail_at, int fail_after, one_row *o) {
+    static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
+    static const char *const stops[] = {"xy"};
+    fx_logit_bias force = {FX_BM_BYTE0 + 'x', 1e30f};
+    fx_fault_alloc fa = {0};
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.allocator = fx_fault_allocator(&fa);
+    p.max_rows = 1;
+    p.n_ctx = 64;
+    fx_batcher *b = NULL;
+    assert_int_equal(fx_batcher_create(model, &p, &b, NULL, 0), FX_OK);
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 8;
+    q.logit_bias = &force;
+    q.n_logit_bias = 1;
+    q.stop = stops;
+    q.n_stop = 1;
+    memset(o, 0, sizeof *o);
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &q, &row), FX_OK);
+    assert_int_equal(fx_step(b), FX_OK); /* prefill and the first "x" */
+    assert_int_equal(fx_cancel(b, row), FX_OK);
+    fx_fault_plan(&fa, fail_at, fail_after);
+    for (int i = 0; i < 10 && fx_batcher_pending(b) > 0; i++) {
+        fx_status st = fx_step(b);
+        assert_true(st == FX_OK || st == FX_ERR_NOMEM);
+    }
+    fx_event ev;
+    while (fx_poll(b, &ev)) {
+        if (ev.type == FX_EVENT_TEXT) {
+            assert_true(o->len + ev.text_len <= sizeof o->text);
+            memcpy(o->text + o->len, ev.text, ev.text_len);
+            o->len += ev.text_len;
+        } else if (ev.type == FX_EVENT_DONE) {
+            o->dones++;
+            o->finish = ev.finish, o->status = ev.status, o->stop_index = ev.stop_index;
+        }
+    }
+    fx_fault_stop(&fa);
+    fx_batcher_free(b);
+    assert_int_equal(fa.live, 0);
+}
+
+static void test_cancel_text_not_lost_on_nomem(void **state) {
+    (void)state;
+    one_row ref, o;
+    cancel_case(0, 0, &ref);
+    assert_int_equal(ref.dones, 1);
+    assert_int_equal(ref.finish, FX_FINISH_CANCELLED);
+    assert_true(ref.len == 1 && ref.text[0] == 'x');
+    for (int after = 0; after < 2; after++)
+        for (long n = 1; n <= 8; n++) {
+            cancel_case(n, after, &o);
+            assert_int_equal(o.dones, 1);
+            if (o.finish == FX_FINISH_ERROR) {
+                assert_int_equal(o.status, FX_ERR_NOMEM);
+                assert_int_equal(o.stop_index, -1);
+                continue;
+            }
+            if (o.finish != FX_FINISH_CANCELLED || o.len != 1)
+                fail_msg("cancelled, allocation %ld failing%s: finish %d with %zu bytes of "
+                         "text; fault-free: CANCELLED with the \"x\" -- text lost, row not "
+                         "failed", n, after ? " (and every later one)" : "", o.finish, o.len);
+        }
+}
+
 /* ---- sizes (run under the memory cap of support/mem_cap.h) ---- */
 
 static void small_params(fx_batcher_params *p) {
@@ -371,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_text_not_lost_on_nomem),
         cmocka_unit_test(test_error_done_stop_index),
         cmocka_unit_test(test_flushed_stop),
+        cmocka_unit_test(test_cancel_text_not_lost_on_nomem),
         cmocka_unit_test(test_lease_fills_cache),
         cmocka_unit_test(test_prompt_bytes),
     };

@@ -31,8 +31,7 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
         /* Text that cannot be queued would vanish from the answer; the row
          * fails instead, through the usual exit path. */
         b->arena.len = from;
-        if (r->finish == FX_FINISH_NONE || r->finish == FX_FINISH_STOP ||
-            r->finish == FX_FINISH_LENGTH || r->finish == FX_FINISH_EOS) {
+        if (r->finish != FX_FINISH_ERROR) { /* a cancelled row's too */
             r->finish = FX_FINISH_ERROR;
             r->error = FX_ERR_NOMEM;
         }
