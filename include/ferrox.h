@@ -1374,7 +1374,10 @@ typedef struct fx_request {
     uint64_t seed;                 /**< the row's random stream; default 0 */
     /** Stop strings (UTF-8, NUL-terminated): generation ends when the text
      * contains one; it is not emitted. Text that could be the start of a
-     * stop string is held back until it is known not to be. Copied. */
+     * stop string is held back until it is known not to be. A character
+     * cut off when the row ends becomes U+FFFD, and that may complete a
+     * stop string too: the DONE then says FX_FINISH_STOP, whatever ended
+     * the row. Copied. */
     const char *const *stop;
     size_t n_stop;                 /**< how many stop strings */
     /** Extra token ids that end generation (EOS and EOT always do, unless
@@ -1459,7 +1462,9 @@ static inline void fx_request_init(fx_request *request) {
  * checks; never runs the model and never blocks.
  * Errors: FX_ERR_INVALID_ARG (bad fields, empty prompt, token out of
  * range), FX_ERR_NO_ROOM (prompt + max_tokens longer than n_ctx, or more
- * KV blocks than the whole cache: it could never run), FX_ERR_STALE_HANDLE
+ * KV blocks than the whole cache: it could never run; a text prompt too
+ * long to fit whatever its tokens is refused before it is tokenized, so
+ * its size costs no memory), FX_ERR_STALE_HANDLE
  * (a released lease), FX_ERR_GRAMMAR (the grammar does not compile),
  * FX_ERR_NOMEM, FX_ERR_REENTRANT.
  *
@@ -1486,7 +1491,10 @@ FX_API fx_status fx_submit(fx_batcher *batcher, const fx_request *request,
  * chunks with one decode token of every generating row (at most
  * max_step_tokens tokens), samples, matches stops, and ends finished rows.
  * Returns FX_OK when there was nothing to do as well. Per-row outcomes
- * arrive as events; only batcher-wide failures are returned here.
+ * arrive as events; only batcher-wide failures are returned here. A row
+ * whose text cannot be queued (no memory) never ends without it: it ends
+ * with FX_FINISH_ERROR / FX_ERR_NOMEM instead, whatever else ended it
+ * (max_tokens, a stop, a cancel).
  *
  * It blocks the calling thread for the forward pass and the sampling
  * (both on n_threads threads: rows without a grammar are sampled on all
@@ -1532,7 +1540,9 @@ typedef enum fx_finish_reason {
     FX_FINISH_NONE = 0,       /**< not ended (never in a DONE event) */
     FX_FINISH_EOS = 1,        /**< an end-of-generation or stop token, or
                                    a completed grammar */
-    FX_FINISH_STOP = 2,       /**< a stop string */
+    FX_FINISH_STOP = 2,       /**< a stop string (also one completed by
+                                   the U+FFFD of a character cut off at
+                                   the end, fx_request::stop) */
     FX_FINISH_LENGTH = 3,     /**< max_tokens or the context reached */
     FX_FINISH_CANCELLED = 4,  /**< fx_cancel */
     FX_FINISH_ERROR = 5       /**< this row failed; see fx_event.status */
@@ -1631,7 +1641,8 @@ FX_API int fx_poll(fx_batcher *batcher, fx_event *event);
 
 /**
  * Asks a row to end; it leaves through the usual path at the next step,
- * with DONE reason FX_FINISH_CANCELLED (unless it finished first). Safe
+ * with DONE reason FX_FINISH_CANCELLED (unless it finished first, or its
+ * last text could not be queued: FX_FINISH_ERROR, fx_step). Safe
  * from any thread, including while another thread is inside fx_step.
  * Cancelling twice is fine. Errors: FX_ERR_STALE_HANDLE.
  *

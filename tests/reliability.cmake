@@ -64,6 +64,6 @@ fx_add_test(test_grammar_limits SOURCES test_grammar_limits.c)
 # test_resource_limits: every size a caller controls at its limit and one
 # past it, each in a child under RLIMIT_AS and an alarm.
 fx_add_test(test_resource_limits SOURCES test_resource_limits.c)
-# test_api_findings: minimal reproducers of the contract breaks those
-# found that are not fixed yet (each fails until its fix lands).
+# test_api_findings: the regression tests of the contract breaks those
+# found, a minimal reproducer each (each failed before its fix).
 fx_add_test(test_api_findings SOURCES test_api_findings.c)

@@ -1,11 +1,10 @@
 /*
- * Contract breaks found from outside (issue 36, "finding the next ones")
- * and not fixed yet: each test is a minimal reproducer through the public
- * API, and fails until the library keeps the promise of ferrox.h it
- * names. Kept apart from the tests that find them (test_api_statemachine,
- * test_resource_limits), which pass, so that a failure here names the
- * finding and nothing else. Once one is fixed, its test stays as the
- * regression test.
+ * Contract breaks found from outside (issue 36, "finding the next ones"),
+ * now fixed: each test is a minimal reproducer through the public API of
+ * a promise of ferrox.h the library once broke, kept as its regression
+ * test. Kept apart from the tests that found them (test_api_statemachine,
+ * test_resource_limits) so that a failure here names the finding and
+ * nothing else.
  */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
@@ -114,11 +113,10 @@ static void sweep_row(const char *what, const fx_request *q, int poll_late) {
 }
 
 /* Found by the state machine. A TEXT event that cannot be queued (no
- * memory) is to fail its row rather than vanish (step.c, emit_text);
- * instead the row's LENGTH (or STOP, or CANCELLED) overwrites the
- * failure, and its DONE says it ended normally with its last text
- * missing. Here: one token, max_tokens 1, its TEXT event's allocation
- * failing. */
+ * memory) fails its row rather than vanish (step.c, emit_text); the
+ * row's LENGTH (or STOP) used to overwrite the failure, and its DONE said
+ * it ended normally with its last text missing. Here: one token,
+ * max_tokens 1, its TEXT event's allocation failing. */
 static void test_text_not_lost_on_nomem(void **state) {
     (void)state;
     static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h', FX_BM_BYTE0 + 'i'};
@@ -144,9 +142,10 @@ static void test_text_not_lost_on_nomem(void **state) {
 }
 
 /* Found by the state machine. A row that ended on EOS (stop_index: the
- * token) but fails when the text it held back cannot be queued keeps
- * that stop_index in its FX_FINISH_ERROR DONE. Here a grammar completes
- * after "a", which was held back for the stop string "ab". */
+ * token) but fails when the text it held back cannot be queued used to
+ * keep that stop_index in its FX_FINISH_ERROR DONE (ferrox.h: -1). Here a
+ * grammar completes after "a", which was held back for the stop string
+ * "ab". */
 static void test_error_done_stop_index(void **state) {
     (void)state;
     static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
@@ -165,10 +164,10 @@ static void test_error_done_stop_index(void **state) {
 
 /* Found by test_api_statemachine. A row cut off inside a character ends
  * with that character as U+FFFD (the final flush); with U+FFFD as a stop
- * string, the flushed text is withheld as a stop -- yet the DONE says
- * LENGTH, stop_index -1: text is missing and nothing tells the host. Either
- * is consistent: the text with its U+FFFD and LENGTH, or no text and STOP
- * (stop_index 0). Here: one forced byte 0xE6, max_tokens 1. */
+ * string, the flushed text is withheld as a stop -- and the DONE used to
+ * say LENGTH, stop_index -1: text missing and nothing telling the host.
+ * ferrox.h (fx_request::stop, FX_FINISH_STOP): the DONE is a STOP, index
+ * 0, no text. Here: one forced byte 0xE6, max_tokens 1. */
 static void test_flushed_stop(void **state) {
     (void)state;
     static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
@@ -188,13 +187,85 @@ static void test_flushed_stop(void **state) {
     assert_int_equal(o.dones, 1);
     assert_int_equal(o.n_ids, 1);
     assert_int_equal(o.ids[0], FX_BM_BYTE0 + 0xE6);
-    int length_with_text = o.finish == FX_FINISH_LENGTH && o.stop_index == -1 &&
-                           o.len == 3 && !memcmp(o.text, "\xef\xbf\xbd", 3);
-    int stop_without_text = o.finish == FX_FINISH_STOP && o.stop_index == 0 && o.len == 0;
-    if (!length_with_text && !stop_without_text)
+    if (o.finish != FX_FINISH_STOP || o.stop_index != 0 || o.len != 0)
         fail_msg("finish %d, stop_index %d, %zu bytes of text: the U+FFFD the final flush "
-                 "made is neither in the text nor reported as the stop", o.finish,
-                 o.stop_index, o.len);
+                 "made completes stop string 0 (ferrox.h: STOP, index 0, no text)",
+                 o.finish, o.stop_index, o.len);
+}
+
+/* Found while fixing test_text_not_lost_on_nomem: a cancelled row's
+ * final flush (here the "x" held back for the stop string "xy") that
+ * cannot be queued vanished under a CANCELLED DONE. Cancelled after its
+ * first token, then allocation n after the cancel failing (alone, or with
+ * every later one): the DONE is CANCELLED with the "x", or the row fails. */
+static void cancel_case(long fail_at, int fail_after, one_row *o) {
+    static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'h'};
+    static const char *const stops[] = {"xy"};
+    fx_logit_bias force = {FX_BM_BYTE0 + 'x', 1e30f};
+    fx_fault_alloc fa = {0};
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.allocator = fx_fault_allocator(&fa);
+    p.max_rows = 1;
+    p.n_ctx = 64;
+    fx_batcher *b = NULL;
+    assert_int_equal(fx_batcher_create(model, &p, &b, NULL, 0), FX_OK);
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 8;
+    q.logit_bias = &force;
+    q.n_logit_bias = 1;
+    q.stop = stops;
+    q.n_stop = 1;
+    memset(o, 0, sizeof *o);
+    fx_row *row;
+    assert_int_equal(fx_submit(b, &q, &row), FX_OK);
+    assert_int_equal(fx_step(b), FX_OK); /* prefill and the first "x" */
+    assert_int_equal(fx_cancel(b, row), FX_OK);
+    fx_fault_plan(&fa, fail_at, fail_after);
+    for (int i = 0; i < 10 && fx_batcher_pending(b) > 0; i++) {
+        fx_status st = fx_step(b);
+        assert_true(st == FX_OK || st == FX_ERR_NOMEM);
+    }
+    fx_event ev;
+    while (fx_poll(b, &ev)) {
+        if (ev.type == FX_EVENT_TEXT) {
+            assert_true(o->len + ev.text_len <= sizeof o->text);
+            memcpy(o->text + o->len, ev.text, ev.text_len);
+            o->len += ev.text_len;
+        } else if (ev.type == FX_EVENT_DONE) {
+            o->dones++;
+            o->finish = ev.finish, o->status = ev.status, o->stop_index = ev.stop_index;
+        }
+    }
+    fx_fault_stop(&fa);
+    fx_batcher_free(b);
+    assert_int_equal(fa.live, 0);
+}
+
+static void test_cancel_text_not_lost_on_nomem(void **state) {
+    (void)state;
+    one_row ref, o;
+    cancel_case(0, 0, &ref);
+    assert_int_equal(ref.dones, 1);
+    assert_int_equal(ref.finish, FX_FINISH_CANCELLED);
+    assert_true(ref.len == 1 && ref.text[0] == 'x');
+    for (int after = 0; after < 2; after++)
+        for (long n = 1; n <= 8; n++) {
+            cancel_case(n, after, &o);
+            assert_int_equal(o.dones, 1);
+            if (o.finish == FX_FINISH_ERROR) {
+                assert_int_equal(o.status, FX_ERR_NOMEM);
+                assert_int_equal(o.stop_index, -1);
+                continue;
+            }
+            if (o.finish != FX_FINISH_CANCELLED || o.len != 1)
+                fail_msg("cancelled, allocation %ld failing%s: finish %d with %zu bytes of "
+                         "text; fault-free: CANCELLED with the \"x\" -- text lost, row not "
+                         "failed", n, after ? " (and every later one)" : "", o.finish, o.len);
+        }
 }
 
 /* ---- sizes (run under the memory cap of support/mem_cap.h) ---- */
@@ -251,8 +322,8 @@ static fx_status submit_len(fx_batcher *b, size_t n, uint32_t max_tokens) {
 /* Found by test_api_statemachine. ferrox.h: fx_lease_create fails with
  * FX_ERR_NO_ROOM for a prefix "longer than n_ctx - 1 tokens, or more
  * blocks than the cache". A prefix of exactly the cache's blocks is
- * neither, yet it is refused ("the request needs 3 KV blocks; the cache
- * has 2 in all"): the lease's row is sized with one position more. */
+ * neither, yet it was refused ("the request needs 3 KV blocks; the cache
+ * has 2 in all"): the lease's row was sized with one position more. */
 static void lease_fills_cache_case(void) {
     fx_batcher_params p;
     small_params(&p);
@@ -279,17 +350,48 @@ static void lease_fills_cache_case(void) {
         fx_status st = fx_lease_create(b, text, len, FX_REQUEST_NO_BOS, &l);
         CHECK(st == FX_OK, "a lease of %zu tokens in a cache of 32 positions: %s (%s)", want,
               fx_status_str(st), fx_batcher_errmsg(b));
+        /* A row continuing it generates one token more: with the lease's
+         * 31 it fits and runs (once the lease is computed), with 32 it
+         * can never fit. */
+        int32_t one = FX_BM_BYTE0 + 'a';
+        fx_request q;
+        fx_request_init(&q);
+        q.prompt_tokens = &one;
+        q.n_prompt_tokens = 0;
+        q.max_tokens = 1;
+        q.lease = l;
+        fx_row *row;
+        if (want == 32) {
+            CHECK_ST(fx_submit(b, &q, &row), FX_ERR_NO_ROOM);
+        } else {
+            CHECK_ST(fx_submit(b, &q, &row), FX_OK);
+            int done = 0;
+            for (int i = 0; i < 100 && !done; i++) {
+                CHECK_ST(fx_step(b), FX_OK);
+                fx_event ev;
+                while (fx_poll(b, &ev))
+                    if (ev.type == FX_EVENT_DONE) {
+                        CHECK(ev.finish == FX_FINISH_LENGTH && ev.n_tokens == 1,
+                              "the row continuing the lease: finish %d, %zu tokens",
+                              ev.finish, ev.n_tokens);
+                        done = 1;
+                    }
+            }
+            CHECK(done, "the row continuing a lease of 31 tokens never ended");
+        }
         CHECK_ST(fx_lease_release(b, l), FX_OK);
+        for (int i = 0; i < 10 && fx_batcher_pending(b) > 0; i++) CHECK_ST(fx_step(b), FX_OK);
+        CHECK(fx_batcher_pending(b) == 0, "rows left after the lease of %zu", want);
     }
     fx_batcher_free(b);
 }
 
-/* Found by test_resource_limits. A text prompt that can never fit is tokenized whole before
- * it is refused, and tokenizing takes about 42 bytes of memory per byte
- * of text: 16 MiB of prompt to a batcher of 64 positions needs ~670 MB,
- * and under this cap fx_submit says FX_ERR_NOMEM -- a status a host may
- * retry -- where ferrox.h promises FX_ERR_NO_ROOM ("prompt + max_tokens
- * longer than n_ctx") for a request that could never run. */
+/* Found by test_resource_limits. A text prompt that could never fit was
+ * tokenized whole before it was refused, and tokenizing takes about 42
+ * bytes of memory per byte of text: 16 MiB of prompt to a batcher of 64
+ * positions needed ~670 MB, and under this cap fx_submit said
+ * FX_ERR_NOMEM -- a status a host may retry -- where ferrox.h promises
+ * FX_ERR_NO_ROOM for a request that could never run. */
 static void prompt_bytes_case(void) {
     fx_batcher_params p;
     small_params(&p);
@@ -340,6 +442,7 @@ int main(void) {
         cmocka_unit_test(test_text_not_lost_on_nomem),
         cmocka_unit_test(test_error_done_stop_index),
         cmocka_unit_test(test_flushed_stop),
+        cmocka_unit_test(test_cancel_text_not_lost_on_nomem),
         cmocka_unit_test(test_lease_fills_cache),
         cmocka_unit_test(test_prompt_bytes),
     };

@@ -8,8 +8,8 @@
  * Each case runs in a forked child under a memory cap and an alarm
  * (support/mem_cap.h), so that a missed check fails the test --
  * FX_ERR_NOMEM expected, a crash, a signal or a timeout seen -- instead
- * of exhausting the machine. Sizes whose handling breaks the contract are
- * in test_api_findings.c.
+ * of exhausting the machine. Sizes whose handling once broke the contract
+ * have their regression tests in test_api_findings.c.
  */
 #define _DEFAULT_SOURCE
 #include <math.h>

@@ -124,10 +124,56 @@ static void test_pretok_blocks_equal_whole_text(void **state) {
     assert_true(cuts > 1000); /* the cuts were really exercised */
 }
 
+/* fx_vocab_min_tokens, which lets the batcher refuse a prompt without
+ * tokenizing it, never claims more tokens than the text gives, whatever
+ * the flags (BOS, special tokens parsed). */
+static void check_min_tokens(const char *vocab_path) {
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_gguf *g = NULL;
+    fx_error err;
+    assert_int_equal(fx_gguf_open(fx_test_data_path(vocab_path), &alloc, &g, &err), FX_OK);
+    struct fx_vocab *v = NULL;
+    fx_logger log = {NULL, NULL, FX_LOG_ERROR};
+    assert_int_equal(fx_vocab_load(g, &alloc, &log, &v, &err), FX_OK);
+    assert_true(v->bytes_per_token > 0); /* both vocabularies give a bound */
+    assert_int_equal(fx_vocab_min_tokens(v, 0), 0);
+    assert_int_equal(fx_vocab_min_tokens(v, 1), 1);
+    static const uint32_t flags[] = {0, FX_TOKENIZE_ADD_SPECIAL, FX_TOKENIZE_PARSE_SPECIAL};
+    uint64_t seed = 0x5eed;
+    char text[1024];
+    static int32_t ids[4096];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = random_text(&seed, text, sizeof text), n;
+        /* Some texts are one token's stored text repeated: the longest
+         * tokens, where the bound is tightest. */
+        if (iter % 3 == 0) {
+            int32_t id = (int32_t)(fx_test_rng_next(&seed) % v->n_tokens);
+            size_t tl;
+            const char *t = fx_vocab_token_text(v, id, &tl);
+            for (len = 0; tl && len + tl <= sizeof text; len += tl) memcpy(text + len, t, tl);
+        }
+        uint32_t f = flags[iter % 3];
+        assert_int_equal(fx_vocab_tokenize(v, &alloc, text, len, f, ids, 4096, &n, &err), FX_OK);
+        if (n < fx_vocab_min_tokens(v, len))
+            fail_msg("%s: %zu bytes give %zu tokens, fx_vocab_min_tokens says at least %zu", vocab_path,
+                     len, n, fx_vocab_min_tokens(v, len));
+    }
+    fx_vocab_free(v);
+    fx_gguf_close(g);
+}
+
+static void test_min_tokens_is_a_bound(void **state) {
+    (void)state;
+    check_min_tokens("vocab/ggml-vocab-llama-spm.gguf");
+    check_min_tokens("vocab/ggml-vocab-gpt-2.gguf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_words_equal_whole_text),
         cmocka_unit_test(test_pretok_blocks_equal_whole_text),
+        cmocka_unit_test(test_min_tokens_is_a_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,8 +31,7 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
         /* Text that cannot be queued would vanish from the answer; the row
          * fails instead, through the usual exit path. */
         b->arena.len = from;
-        if (r->finish == FX_FINISH_NONE || r->finish == FX_FINISH_STOP ||
-            r->finish == FX_FINISH_LENGTH || r->finish == FX_FINISH_EOS) {
+        if (r->finish != FX_FINISH_ERROR) { /* a cancelled row's too */
             r->finish = FX_FINISH_ERROR;
             r->error = FX_ERR_NOMEM;
         }
@@ -68,6 +67,14 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
             emit_text(b, slot, from);
         else
             b->arena.len = from;
+        /* The U+FFFD of a character cut off is text like any other and may
+         * complete a stop string, which is then withheld: the DONE says
+         * so (STOP and its index) rather than LENGTH, EOS or CANCELLED. */
+        int64_t stop = fx_textout_stopped(r->text);
+        if (stop >= 0 && r->finish != FX_FINISH_ERROR) {
+            r->finish = FX_FINISH_STOP;
+            r->stop_index = (int32_t)stop;
+        }
     }
     int admitted = r->kv.state == FX_KV_LEASE_ACTIVE;
     if (admitted && !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
@@ -92,10 +99,14 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
         u.queue_seconds = admit - r->t_submit;
         u.ttft_seconds = r->t_first > 0 ? r->t_first - admit : 0;
         u.total_seconds = r->t_end - admit;
+        /* A row that hit a stop and then failed (its last text could not
+         * be queued) names no stop: ferrox.h says -1 unless STOP or EOS. */
+        int32_t stop_index = r->finish == FX_FINISH_STOP || r->finish == FX_FINISH_EOS
+                                 ? r->stop_index : -1;
         event_rec ev = {.type = FX_EVENT_DONE, .slot = slot, .gen = r->gen,
                         .user = r->user, .finish = r->finish,
                         .status = r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
-                        .stop_index = r->stop_index, .usage = u, .token = -1};
+                        .stop_index = stop_index, .usage = u, .token = -1};
         /* Into the slot reserved at submit: the reply cannot be lost. */
         fx_batcher_push_done(b, r, &ev);
     }
@@ -217,6 +228,9 @@ static void accept_token(fx_batcher_impl *b, uint32_t slot, int32_t token) {
         fail_row(b, r, st);
         return;
     }
+    /* Its text could not be queued: the failure stands, and no STOP or
+     * LENGTH below may turn it back into a normal end. */
+    if (r->finish == FX_FINISH_ERROR) return;
     int64_t stop = fx_textout_stopped(r->text);
     if (stop >= 0) {
         r->finish = FX_FINISH_STOP;

@@ -24,6 +24,14 @@ static fx_status prompt_tokens(fx_batcher_impl *b, const fx_request *req,
                                int add_bos, int32_t *out, size_t room,
                                size_t *n_out) {
     if (req->prompt) {
+        /* Tokenizing takes memory and time in proportion to the text: a
+         * text that must give more tokens than the room is refused first. */
+        size_t least = fx_vocab_min_tokens(b->model.vocab, req->prompt_len);
+        if (least > room)
+            return fx_fail(&b->err, FX_ERR_NO_ROOM,
+                           "the prompt is %zu bytes, at least %zu tokens; with "
+                           "max_tokens it does not fit the context of %u",
+                           req->prompt_len, least, b->params.n_ctx);
         uint32_t flags = 0;
         if (add_bos) flags |= FX_TOKENIZE_ADD_SPECIAL;
         if (req->flags & FX_REQUEST_PARSE_SPECIAL) flags |= FX_TOKENIZE_PARSE_SPECIAL;
@@ -112,9 +120,13 @@ static fx_status set_grammar(fx_batcher_impl *b, row *r, const fx_request *req) 
                                       &b->err);
 }
 
-/* Fills a fresh row from a request (and the lease it continues). */
+/* Fills a fresh row from a request (and the lease it continues). A
+ * lease's own row (pin) generates nothing: it is sized as exactly its
+ * tokens, while its prompt keeps the room of one generated token that
+ * every row continuing it needs (those are sized, and refused, at their
+ * own submit). */
 static fx_status fill_row(fx_batcher_impl *b, row *r, const fx_request *req,
-                          const lease_rec *lease) {
+                          const lease_rec *lease, int pin) {
     fx_status st;
     uint32_t lease_n = lease ? lease->n_tokens : 0;
     if (lease_n + req->max_tokens > b->params.n_ctx)
@@ -136,7 +148,7 @@ static fx_status fill_row(fx_batcher_impl *b, row *r, const fx_request *req,
     if (r->n_prompt == 0)
         return fx_fail(&b->err, FX_ERR_INVALID_ARG, "the prompt is empty");
     r->n_tokens = r->n_prompt;
-    r->max_tokens = req->max_tokens;
+    r->max_tokens = pin ? 0 : req->max_tokens;
     r->cap_tokens = r->n_prompt + r->max_tokens;
 
     /* Invariant 3: the blocks of the row's whole life, once, here. */
@@ -234,7 +246,7 @@ fx_status fx_batcher_impl_submit(fx_batcher_impl *b, const fx_request *request,
     uint32_t slot;
     if ((st = fx_batcher_take_slot(b, &slot, &b->err)) != FX_OK) return st;
     row *r = b->rows[slot];
-    st = fill_row(b, r, &req, lease);
+    st = fill_row(b, r, &req, lease, 0);
     if (st == FX_OK && lease) {
         r->lease_slot = lease_index;
         r->waits_for_lease = lease->state == LEASE_PENDING;
@@ -310,18 +322,16 @@ fx_status fx_batcher_impl_lease_create(fx_batcher_impl *b, const char *text,
     lease_rec *l = &b->leases[index];
     row *r = b->rows[slot];
     /* The lease's prefix is computed by an ordinary row that generates
-     * nothing: it prefills, publishes, and its exit pins what it wrote. */
+     * nothing: it prefills, publishes, and its exit pins what it wrote.
+     * (max_tokens 1: the prefix leaves a continuing row room for one.) */
     fx_request req;
     fx_request_init(&req);
     req.prompt = text;
     req.prompt_len = len;
     req.flags = flags;
     req.max_tokens = 1;
-    st = fill_row(b, r, &req, NULL);
+    st = fill_row(b, r, &req, NULL, 1);
     if (st == FX_OK) {
-        r->max_tokens = 0;
-        r->cap_tokens = r->n_prompt;
-        r->blocks_need = fx_kv_blocks_for(b->kv, r->cap_tokens);
         r->is_pin = 1;
         r->lease_slot = index;
         l->tokens = fx_malloc_array(&b->alloc, r->n_prompt, sizeof *l->tokens);

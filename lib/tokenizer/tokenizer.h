@@ -45,6 +45,11 @@ int32_t fx_vocab_special(const struct fx_vocab *vocab, int which);
 /* End of generation: EOS, EOT or EOM. */
 bool fx_vocab_is_eog(const struct fx_vocab *vocab, int32_t id);
 
+/* A lower bound on the tokens any text of len bytes gives (any flags),
+ * found without tokenizing it: a caller with room for fewer can refuse
+ * the text at once. 0 when the vocabulary gives no bound. */
+size_t fx_vocab_min_tokens(const struct fx_vocab *vocab, size_t len);
+
 /* Flags are the public FX_TOKENIZE_* bits. Writes up to cap ids into out
  * and sets *n_out to the number the text needs; FX_ERR_BUFFER_TOO_SMALL
  * when that is more than cap, FX_ERR_TOO_LARGE when len > INT32_MAX.

@@ -115,6 +115,11 @@ static void merge_insert(struct fx_vocab *v, int32_t r) {
 
 uint32_t fx_vocab_n_tokens(const struct fx_vocab *v) { return v ? v->n_tokens : 0; }
 
+size_t fx_vocab_min_tokens(const struct fx_vocab *v, size_t len) {
+    if (!v || !v->bytes_per_token) return 0;
+    return len / v->bytes_per_token + (len % v->bytes_per_token != 0);
+}
+
 fx_token_type_t fx_vocab_token_type(const struct fx_vocab *v, int32_t id) {
     if (!v || id < 0 || (uint32_t)id >= v->n_tokens) return FX_TOKEN_TYPE_UNDEFINED;
     return (fx_token_type_t)v->types[id]; /* checked at load: 0..6 */
@@ -505,6 +510,32 @@ static fx_status build_special_list(struct fx_vocab *v, fx_error *err) {
 
 /* True when every `▁` inside every token follows another `▁`: then a
  * token can never span "x|▁" and words are independent (true of Llama's). */
+/* The most bytes of text one token can stand for, if every byte of text
+ * ends up in some token. The text a token covers is never longer than its
+ * stored form (spaces become 3-byte `▁`, GPT-2 bytes 1- or 2-byte code
+ * points, special tokens match their own text), so the longest stored
+ * text bounds it. SentencePiece gives every byte a token (its byte token,
+ * itself or UNK) or fails; BPE drops a byte whose symbol is not a token,
+ * so the bound holds only if every byte's symbol and every merge's result
+ * is a token. */
+static size_t bytes_per_token(const struct fx_vocab *v) {
+    size_t most = 1;
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        if (v->tok_off[i + 1] - v->tok_off[i] > most) most = v->tok_off[i + 1] - v->tok_off[i];
+    if (v->kind != FX_VOCAB_BPE) return most;
+    for (int b = 0; b < 256; b++) {
+        unsigned char u[4];
+        if (fx_vocab_find(v, (const char *)u, fx_utf8_encode(v->b2u[b], u)) < 0) return 0;
+    }
+    for (uint32_t i = 0; i < v->n_merges; i++) {
+        size_t len = v->merge_off[i + 1] - v->merge_off[i];
+        if (v->merge_left[i] > 0 && len > v->merge_left[i] &&
+            fx_vocab_find(v, v->merge_text + v->merge_off[i], len) < 0)
+            return 0;
+    }
+    return most;
+}
+
 static bool spm_words_independent(const struct fx_vocab *v) {
     for (uint32_t i = 0; i < v->n_tokens; i++) {
         size_t len;
@@ -574,6 +605,7 @@ fx_status fx_vocab_load(const fx_gguf *g, const fx_alloc *alloc, const fx_logger
         st = fx_fail(err, FX_ERR_BAD_VOCAB, "the vocabulary asks for an EOS token but has none");
     if (st == FX_OK) st = build_special_list(v, err);
     if (st == FX_OK && v->kind == FX_VOCAB_SPM) v->spm_words = spm_words_independent(v);
+    if (st == FX_OK) v->bytes_per_token = bytes_per_token(v);
     if (st != FX_OK) {
         fx_vocab_free(v);
         return st;

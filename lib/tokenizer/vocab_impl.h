@@ -28,6 +28,9 @@ struct fx_vocab {
                               another character, so no merge can cross the
                               start of a word and each word can be merged
                               alone (exactly as the whole text would be) */
+    size_t bytes_per_token; /* no token covers more bytes of text than
+                              this; 0: a text may give fewer tokens than
+                              its bytes / this (fx_vocab_min_tokens) */
     uint32_t n_tokens;
     char *text;            /* every token's text, back to back */
     size_t *tok_off;       /* [n_tokens + 1] start of token i in text */
