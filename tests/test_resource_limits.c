@@ -73,13 +73,14 @@ typedef struct result {
 } result;
 
 /* Steps until idle; the DONE of every row whose user points at a result
- * fills it. */
-static void run(fx_batcher *b) {
+ * fills it. With `only`, the events of other rows are not looked at. */
+static void run_only(fx_batcher *b, const result *only) {
     for (int i = 0; fx_batcher_pending(b) > 0; i++) {
         CHECK(i < 100000, "still running after 100000 steps");
         CHECK_ST(fx_step(b), FX_OK);
         fx_event ev;
         while (fx_poll(b, &ev)) {
+            if (only && ev.user != only) continue;
             result *r = ev.user;
             CHECK(r && !r->done, "an event after DONE or for no row");
             if (ev.type == FX_EVENT_TEXT) r->text_len += ev.text_len;
@@ -97,6 +98,8 @@ static void run(fx_batcher *b) {
     }
 }
 
+static void run(fx_batcher *b) { run_only(b, NULL); }
+
 static fx_status submit_ids(fx_batcher *b, size_t n, uint32_t max_tokens, result *r,
                             fx_row **row) {
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
@@ -113,6 +116,21 @@ static fx_status submit_ids(fx_batcher *b, size_t n, uint32_t max_tokens, result
     fx_status st = fx_submit(b, &q, row ? row : &tmp);
     free(ids);
     return st;
+}
+
+/* A batcher made with p (a parameter at its limit; FX_ERR_NOMEM allowed
+ * when nomem_ok) runs one row of n prompt ids to max_tokens. */
+static void row_at_limit(fx_batcher_params *p, int nomem_ok, size_t n, uint32_t max_tokens,
+                         const char *what) {
+    fx_batcher *b;
+    fx_status st = create(p, &b);
+    CHECK(st == FX_OK || (nomem_ok && st == FX_ERR_NOMEM), "%s: %s", what, fx_status_str(st));
+    if (st != FX_OK) return;
+    result r = {0};
+    CHECK_ST(submit_ids(b, n, max_tokens, &r, NULL), FX_OK);
+    run(b);
+    CHECK(r.done && r.n_tokens == max_tokens, "a row under %s", what);
+    fx_batcher_free(b);
 }
 
 /* ---- batcher parameters ---- */
@@ -215,16 +233,8 @@ static void step_tokens_case(void) {
     params(&p);
     p.max_step_tokens = 65536;
     p.n_ctx = 2048;
-    fx_status st = create(&p, &b);
-    CHECK(st == FX_OK || st == FX_ERR_NOMEM, "max_step_tokens 65536: %s", fx_status_str(st));
-    if (st == FX_OK) {
-        /* The whole prompt in one step. */
-        result r = {0};
-        CHECK_ST(submit_ids(b, 2000, 2, &r, NULL), FX_OK);
-        run(b);
-        CHECK(r.done && r.n_tokens == 2, "a 2000-token prompt in one step");
-        fx_batcher_free(b);
-    }
+    /* The whole 2000-token prompt in one step. */
+    row_at_limit(&p, 1, 2000, 2, "max_step_tokens 65536");
     p.max_step_tokens = 65537;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
@@ -235,12 +245,7 @@ static void block_case(void) {
     params(&p);
     p.block_tokens = 4096;
     p.n_ctx = 4096;
-    b = create_ok(&p);
-    result r = {0};
-    CHECK_ST(submit_ids(b, 4000, 5, &r, NULL), FX_OK);
-    run(b);
-    CHECK(r.done && r.n_tokens == 5, "a row in one 4096-position block");
-    fx_batcher_free(b);
+    row_at_limit(&p, 0, 4000, 5, "one 4096-position block");
     p.block_tokens = 4097;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
@@ -252,15 +257,7 @@ static void threads_case(void) {
     fx_batcher *b;
     params(&p);
     p.n_threads = 256;
-    fx_status st = create(&p, &b);
-    CHECK(st == FX_OK || st == FX_ERR_NOMEM, "n_threads 256: %s", fx_status_str(st));
-    if (st == FX_OK) {
-        result r2 = {0};
-        CHECK_ST(submit_ids(b, 20, 3, &r2, NULL), FX_OK);
-        run(b);
-        CHECK(r2.done && r2.n_tokens == 3, "a row on 256 threads");
-        fx_batcher_free(b);
-    }
+    row_at_limit(&p, 1, 20, 3, "n_threads 256");
     p.n_threads = 257;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
@@ -374,19 +371,7 @@ static void stop_case(void) {
     q.n_logprobs = FX_MAX_LOGPROBS + 1;
     CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
     /* The rows accepted above run; only the last one is checked. */
-    for (int i = 0; fx_batcher_pending(b) > 0; i++) {
-        CHECK(i < 10000, "still running");
-        CHECK_ST(fx_step(b), FX_OK);
-        fx_event ev;
-        while (fx_poll(b, &ev)) {
-            if (ev.user != &r) continue;
-            if (ev.type == FX_EVENT_TOKEN) {
-                CHECK(ev.n_top == FX_MAX_LOGPROBS, "%zu alternatives", ev.n_top);
-                r.token_events++;
-            }
-            if (ev.type == FX_EVENT_DONE) r.done = 1, r.n_tokens = ev.n_tokens;
-        }
-    }
+    run_only(b, &r);
     CHECK(r.done && r.n_tokens == 8 && r.token_events == 8, "logprobs row: %zu events",
           r.token_events);
     free(toks);
@@ -394,6 +379,20 @@ static void stop_case(void) {
     free(long_stop);
     free(stops);
     fx_batcher_free(b);
+}
+
+static fx_status submit_grammar(fx_batcher *b, const int32_t ids[2], const char *g,
+                                size_t len, result *r) {
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = ids;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 3;
+    q.grammar = g;
+    q.grammar_len = len;
+    q.user = r;
+    fx_row *row;
+    return fx_submit(b, &q, &row);
 }
 
 static void grammar_size_case(void) {
@@ -409,16 +408,7 @@ static void grammar_size_case(void) {
         memcpy(g, rule, strlen(rule));
         memset(g + strlen(rule), '-', len - strlen(rule) - 1);
         g[len - 1] = '\n';
-        fx_request q;
-        fx_request_init(&q);
-        q.prompt_tokens = ids;
-        q.n_prompt_tokens = 2;
-        q.max_tokens = 3;
-        q.grammar = g;
-        q.grammar_len = len;
-        q.user = &r;
-        fx_row *row;
-        CHECK_ST(fx_submit(b, &q, &row), extra ? FX_ERR_GRAMMAR : FX_OK);
+        CHECK_ST(submit_grammar(b, ids, g, len, &r), extra ? FX_ERR_GRAMMAR : FX_OK);
         free(g);
     }
     /* A grammar of 64 MiB: refused before it is read. */
@@ -426,15 +416,7 @@ static void grammar_size_case(void) {
     char *g = malloc(huge);
     CHECK(g, "out of memory in the test");
     memset(g, ' ', huge);
-    fx_request q;
-    fx_request_init(&q);
-    q.prompt_tokens = ids;
-    q.n_prompt_tokens = 2;
-    q.max_tokens = 3;
-    q.grammar = g;
-    q.grammar_len = huge;
-    fx_row *row;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_GRAMMAR);
+    CHECK_ST(submit_grammar(b, ids, g, huge, NULL), FX_ERR_GRAMMAR);
     free(g);
     run(b);
     CHECK(r.done && r.finish != FX_FINISH_ERROR && r.text_len > 0, "the 1 MiB grammar's row");
