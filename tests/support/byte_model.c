@@ -52,19 +52,8 @@ static size_t vocab_kv(gw_buf *b, void *user) {
 
 int fx_test_write_byte_model(const char *path, uint32_t n_ctx, uint64_t seed) {
     gw_model_spec spec;
-    gw_model_spec_default(&spec);
+    gw_tiny_spec(&spec, n_ctx, seed);
     spec.n_vocab = (uint32_t)N_VOCAB;
-    spec.n_embd = 32;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 48;
-    spec.n_ctx = n_ctx;
-    spec.seed = seed;
     spec.extra_kv = vocab_kv;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
-    int rc = gw_write_file(&buf, path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(path, &spec);
 }
