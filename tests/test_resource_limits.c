@@ -118,21 +118,6 @@ static fx_status submit_ids(fx_batcher *b, size_t n, uint32_t max_tokens, result
     return st;
 }
 
-/* A batcher made with p (a parameter at its limit; FX_ERR_NOMEM allowed
- * when nomem_ok) runs one row of n prompt ids to max_tokens. */
-static void row_at_limit(fx_batcher_params *p, int nomem_ok, size_t n, uint32_t max_tokens,
-                         const char *what) {
-    fx_batcher *b;
-    fx_status st = create(p, &b);
-    CHECK(st == FX_OK || (nomem_ok && st == FX_ERR_NOMEM), "%s: %s", what, fx_status_str(st));
-    if (st != FX_OK) return;
-    result r = {0};
-    CHECK_ST(submit_ids(b, n, max_tokens, &r, NULL), FX_OK);
-    run(b);
-    CHECK(r.done && r.n_tokens == max_tokens, "a row under %s", what);
-    fx_batcher_free(b);
-}
-
 /* ---- batcher parameters ---- */
 
 /* The smallest kv_bytes a batcher takes, by bisection: one block. */
@@ -227,40 +212,53 @@ static void n_ctx_case(void) {
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
 
-static void step_tokens_case(void) {
-    fx_batcher_params p;
-    fx_batcher *b;
-    params(&p);
-    p.max_step_tokens = 65536;
-    p.n_ctx = 2048;
+/* A uint32_t parameter at its limit: the batcher runs a row of n prompt
+ * ids to max_tokens (or, when nomem_ok, is refused for memory); one past
+ * the limit is refused. */
+typedef struct limit_case {
+    const char *what;
+    size_t field; /* offsetof(fx_batcher_params, the parameter) */
+    uint32_t limit, n_ctx;
+    int nomem_ok;
+    size_t n;
+    uint32_t max_tokens;
+} limit_case;
+
+static const limit_case limits[] = {
     /* The whole 2000-token prompt in one step. */
-    row_at_limit(&p, 1, 2000, 2, "max_step_tokens 65536");
-    p.max_step_tokens = 65537;
-    CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
-}
+    {"max_step_tokens 65536", offsetof(fx_batcher_params, max_step_tokens), 65536, 2048, 1,
+     2000, 2},
+    {"one 4096-position block", offsetof(fx_batcher_params, block_tokens), 4096, 4096, 0,
+     4000, 5},
+    /* 256 threads: started, or refused cleanly when the cap leaves no
+     * room for their stacks. */
+    {"n_threads 256", offsetof(fx_batcher_params, n_threads), 256, 64, 1, 20, 3},
+};
 
-static void block_case(void) {
+static void at_limit(const limit_case *c) {
     fx_batcher_params p;
     fx_batcher *b;
     params(&p);
-    p.block_tokens = 4096;
-    p.n_ctx = 4096;
-    row_at_limit(&p, 0, 4000, 5, "one 4096-position block");
-    p.block_tokens = 4097;
+    p.n_ctx = c->n_ctx;
+    uint32_t *field = (uint32_t *)(void *)((char *)&p + c->field);
+    *field = c->limit;
+    fx_status st = create(&p, &b);
+    CHECK(st == FX_OK || (c->nomem_ok && st == FX_ERR_NOMEM), "%s: %s", c->what,
+          fx_status_str(st));
+    if (st == FX_OK) {
+        result r = {0};
+        CHECK_ST(submit_ids(b, c->n, c->max_tokens, &r, NULL), FX_OK);
+        run(b);
+        CHECK(r.done && r.n_tokens == c->max_tokens, "a row under %s", c->what);
+        fx_batcher_free(b);
+    }
+    *field = c->limit + 1;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
 
-/* 256 threads: started, or refused cleanly when the cap leaves no room
- * for their stacks. */
-static void threads_case(void) {
-    fx_batcher_params p;
-    fx_batcher *b;
-    params(&p);
-    p.n_threads = 256;
-    row_at_limit(&p, 1, 20, 3, "n_threads 256");
-    p.n_threads = 257;
-    CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
-}
+static void step_tokens_case(void) { at_limit(&limits[0]); }
+static void block_case(void) { at_limit(&limits[1]); }
+static void threads_case(void) { at_limit(&limits[2]); }
 
 /* ---- request sizes ---- */
 
