@@ -96,12 +96,20 @@ static void run_all(fx_batcher *b, outcome **outs, size_t n_outs) {
     }
 }
 
+/* A request over n prompt tokens with grammar g (NULL: none). */
+static void request(fx_request *q, const int32_t *prompt, size_t n, uint32_t max_tokens,
+                    const char *g, size_t len) {
+    fx_request_init(q);
+    q->prompt_tokens = prompt;
+    q->n_prompt_tokens = n;
+    q->max_tokens = max_tokens;
+    q->grammar = g;
+    q->grammar_len = len;
+}
+
 static fx_status submit_control(fx_batcher *b, outcome *o) {
     fx_request q;
-    fx_request_init(&q);
-    q.prompt_tokens = control_prompt;
-    q.n_prompt_tokens = 3;
-    q.max_tokens = 12;
+    request(&q, control_prompt, 3, 12, NULL, 0);
     q.flags = FX_REQUEST_IGNORE_EOS;
     q.user = o;
     fx_row *row;
@@ -151,13 +159,8 @@ static const outcome *try_grammar(const char *what, const char *g, size_t len,
     memset(&co, 0, sizeof co);
     assert_int_equal(submit_control(batcher, &co), FX_OK);
     fx_request q;
-    fx_request_init(&q);
     static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'g'};
-    q.prompt_tokens = prompt;
-    q.n_prompt_tokens = 2;
-    q.max_tokens = max_tokens;
-    q.grammar = g;
-    q.grammar_len = len;
+    request(&q, prompt, 2, max_tokens, g, len);
     q.logit_bias = bias;
     q.n_logit_bias = n_bias;
     q.user = &go;
@@ -289,13 +292,8 @@ static void test_compiled_size(void **state) {
         unsigned mid = (lo + hi) / 2;
         g = gg_repeat_block(mid, LIM_REPEAT, &len);
         fx_request q;
-        fx_request_init(&q);
         static const int32_t prompt[] = {FX_BM_BOS};
-        q.prompt_tokens = prompt;
-        q.n_prompt_tokens = 1;
-        q.max_tokens = 1;
-        q.grammar = g;
-        q.grammar_len = len;
+        request(&q, prompt, 1, 1, g, len);
         fx_row *row;
         fx_status st = fx_submit(batcher, &q, &row);
         free(g);
