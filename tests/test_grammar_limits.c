@@ -391,9 +391,7 @@ static int test_teardown(void **state) {
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("glim.gguf"));
-    if (fx_test_write_byte_model(model_path, 256, 11) != 0) return -1;
-    char err[256];
-    if (fx_model_load(model_path, NULL, &model, err, sizeof err) != FX_OK) return -1;
+    if (fx_test_load_byte_model(model_path, 256, 11, &model) != 0) return -1;
     /* The control row alone. */
     fx_batcher *b = new_batcher();
     static outcome solo;

@@ -346,20 +346,17 @@ static void stop_case(void) {
         toks[i] = (int32_t)(i % n_vocab);
         bias[i] = (fx_logit_bias){(int32_t)(i % n_vocab), -1.0f};
     }
-    q.stop_tokens = toks;
-    q.n_stop_tokens = n_vocab;
-    CHECK_ST(fx_submit(b, &q, &row), FX_OK);
-    q.n_stop_tokens = n_vocab + 1;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
-    q.stop_tokens = NULL;
-    q.n_stop_tokens = 0;
-    q.logit_bias = bias;
-    q.n_logit_bias = n_vocab;
-    CHECK_ST(fx_submit(b, &q, &row), FX_OK);
-    q.n_logit_bias = n_vocab + 1;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        q.stop_tokens = with_bias ? NULL : toks;
+        q.logit_bias = with_bias ? bias : NULL;
+        size_t *count = with_bias ? &q.n_logit_bias : &q.n_stop_tokens;
+        *count = n_vocab;
+        CHECK_ST(fx_submit(b, &q, &row), FX_OK);
+        *count = n_vocab + 1;
+        CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
+        *count = 0;
+    }
     q.logit_bias = NULL;
-    q.n_logit_bias = 0;
     /* n_logprobs: the maximum arrives in every TOKEN event. */
     result r = {0};
     q.n_logprobs = FX_MAX_LOGPROBS;
@@ -534,9 +531,7 @@ CASE(lease_len, 30)
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("limits.gguf"));
-    if (fx_test_write_byte_model(model_path, 4096, 5) != 0) return -1;
-    char err[256];
-    if (fx_model_load(model_path, NULL, &model, err, sizeof err) != FX_OK) return -1;
+    if (fx_test_load_byte_model(model_path, 4096, 5, &model) != 0) return -1;
     n_vocab = fx_model_vocab_size(model);
     return 0;
 }

@@ -20,6 +20,15 @@ static const char *const pieces[] = {
 #define N_PIECES (sizeof pieces / sizeof pieces[0])
 #define N_VOCAB (3 + 256 + N_PIECES + 2)
 
+int fx_test_load_byte_model(const char *path, uint32_t n_ctx, uint64_t seed,
+                            fx_model **model) {
+    if (fx_test_write_byte_model(path, n_ctx, seed) != 0) return -1;
+    char err[256];
+    if (fx_model_load(path, NULL, model, err, sizeof err) == FX_OK) return 0;
+    fprintf(stderr, "load %s: %s\n", path, err);
+    return -1;
+}
+
 uint32_t fx_test_byte_model_vocab(void) { return (uint32_t)N_VOCAB; }
 
 static size_t vocab_kv(gw_buf *b, void *user) {
