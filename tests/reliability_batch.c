@@ -17,18 +17,26 @@ fx_model *rb_load_model(const char *path) {
     return m;
 }
 
-fx_batcher *make_batcher(fx_model *m, uint32_t max_rows) {
-    fx_batcher_params p;
-    fx_batcher_params_init(&p);
-    p.max_rows = max_rows;
-    p.max_step_tokens = 32;
-    p.n_ctx = 128;
-    p.block_tokens = 8;
+void rb_params(fx_batcher_params *p, uint32_t max_rows) {
+    fx_batcher_params_init(p);
+    p->max_rows = max_rows;
+    p->max_step_tokens = 32;
+    p->n_ctx = 128;
+    p->block_tokens = 8;
+}
+
+fx_batcher *rb_create(fx_model *m, const fx_batcher_params *p) {
     fx_batcher *b = NULL;
     char err[256];
-    if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
+    if (fx_batcher_create(m, p, &b, err, sizeof err) != FX_OK)
         fail_msg("create: %s", err);
     return b;
+}
+
+fx_batcher *make_batcher(fx_model *m, uint32_t max_rows) {
+    fx_batcher_params p;
+    rb_params(&p, max_rows);
+    return rb_create(m, &p);
 }
 
 /* A greedy request over a short token prompt, EOS ignored. */

@@ -20,6 +20,10 @@ typedef struct outcome {
 
 /* Loads a model or fails the test. */
 fx_model *rb_load_model(const char *path);
+/* The parameters of make_batcher, for a caller to adjust. */
+void rb_params(fx_batcher_params *p, uint32_t max_rows);
+/* A batcher with p, or fails the test. */
+fx_batcher *rb_create(fx_model *m, const fx_batcher_params *p);
 /* A batcher of max_rows rows: 128 positions, steps of 32, blocks of 8. */
 fx_batcher *make_batcher(fx_model *m, uint32_t max_rows);
 /* A greedy request over 8 prompt tokens (salted), 6 tokens, EOS ignored. */

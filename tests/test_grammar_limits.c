@@ -96,12 +96,20 @@ static void run_all(fx_batcher *b, outcome **outs, size_t n_outs) {
     }
 }
 
+/* A request over n prompt tokens with grammar g (NULL: none). */
+static void request(fx_request *q, const int32_t *prompt, size_t n, uint32_t max_tokens,
+                    const char *g, size_t len) {
+    fx_request_init(q);
+    q->prompt_tokens = prompt;
+    q->n_prompt_tokens = n;
+    q->max_tokens = max_tokens;
+    q->grammar = g;
+    q->grammar_len = len;
+}
+
 static fx_status submit_control(fx_batcher *b, outcome *o) {
     fx_request q;
-    fx_request_init(&q);
-    q.prompt_tokens = control_prompt;
-    q.n_prompt_tokens = 3;
-    q.max_tokens = 12;
+    request(&q, control_prompt, 3, 12, NULL, 0);
     q.flags = FX_REQUEST_IGNORE_EOS;
     q.user = o;
     fx_row *row;
@@ -151,13 +159,8 @@ static const outcome *try_grammar(const char *what, const char *g, size_t len,
     memset(&co, 0, sizeof co);
     assert_int_equal(submit_control(batcher, &co), FX_OK);
     fx_request q;
-    fx_request_init(&q);
     static const int32_t prompt[] = {FX_BM_BOS, FX_BM_BYTE0 + 'g'};
-    q.prompt_tokens = prompt;
-    q.n_prompt_tokens = 2;
-    q.max_tokens = max_tokens;
-    q.grammar = g;
-    q.grammar_len = len;
+    request(&q, prompt, 2, max_tokens, g, len);
     q.logit_bias = bias;
     q.n_logit_bias = n_bias;
     q.user = &go;
@@ -216,6 +219,16 @@ static void generated(const char *what, generator gen, unsigned n, expect want,
     sized(name, g, len, want, check);
 }
 
+/* One generator at several sizes; refused sizes are given no check. */
+typedef struct { unsigned n; expect want; } size_case;
+
+static void generated_cases(const char *what, generator gen, const size_case *cases,
+                            size_t n_cases, text_check check) {
+    for (size_t i = 0; i < n_cases; i++)
+        generated(what, gen, cases[i].n, cases[i].want,
+                  cases[i].want == REFUSED ? NULL : check);
+}
+
 
 /* Issue 36's chain: one frame per level at the start, so above
  * FX_GRAMMAR_ROW_FRAMES levels it is refused at submit. After its first
@@ -223,12 +236,11 @@ static void generated(const char *what, generator gen, unsigned n, expect want,
  * levels on, an accepted chain's row fails at its first token. */
 static void test_chain(void **state) {
     (void)state;
-    static const struct { unsigned n; expect want; } cases[] = {
+    static const size_case cases[] = {
         {LIM_STACKS - 2, WORKS}, {LIM_STACKS - 1, WORKS}, {LIM_STACKS, MAY_FAIL},
         {LIM_ROW_FRAMES - 1, MAY_FAIL}, {LIM_ROW_FRAMES, MAY_FAIL},
         {LIM_ROW_FRAMES + 1, REFUSED}, {4200, REFUSED}, {10000, REFUSED}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        generated("chain of", gg_chain, cases[i].n, cases[i].want, only_a);
+    generated_cases("chain of", gg_chain, cases, sizeof cases / sizeof cases[0], only_a);
     /* Calls in tail position keep no frame: a chain as long as the text
      * limit allows works. */
     size_t len;
@@ -239,18 +251,16 @@ static void test_chain(void **state) {
 
 static void test_wide(void **state) {
     (void)state;
-    generated("alternatives", gg_wide, LIM_STACKS - 1, WORKS, x_number);
-    generated("alternatives", gg_wide, LIM_STACKS, WORKS, x_number);
-    generated("alternatives", gg_wide, LIM_STACKS + 1, REFUSED, NULL);
-    generated("alternatives", gg_wide, 4000, REFUSED, NULL);
+    static const size_case cases[] = {
+        {LIM_STACKS - 1, WORKS}, {LIM_STACKS, WORKS}, {LIM_STACKS + 1, REFUSED}, {4000, REFUSED}};
+    generated_cases("alternatives", gg_wide, cases, sizeof cases / sizeof cases[0], x_number);
 }
 
 static void test_nesting(void **state) {
     (void)state;
-    generated("nested groups", gg_nest, LIM_NESTING - 1, WORKS, only_a);
-    generated("nested groups", gg_nest, LIM_NESTING, WORKS, only_a);
-    generated("nested groups", gg_nest, LIM_NESTING + 1, REFUSED, NULL);
-    generated("nested groups", gg_nest, 100000, REFUSED, NULL);
+    static const size_case cases[] = {{LIM_NESTING - 1, WORKS}, {LIM_NESTING, WORKS},
+                                      {LIM_NESTING + 1, REFUSED}, {100000, REFUSED}};
+    generated_cases("nested groups", gg_nest, cases, sizeof cases / sizeof cases[0], only_a);
 }
 
 static void test_repeat(void **state) {
@@ -282,13 +292,8 @@ static void test_compiled_size(void **state) {
         unsigned mid = (lo + hi) / 2;
         g = gg_repeat_block(mid, LIM_REPEAT, &len);
         fx_request q;
-        fx_request_init(&q);
         static const int32_t prompt[] = {FX_BM_BOS};
-        q.prompt_tokens = prompt;
-        q.n_prompt_tokens = 1;
-        q.max_tokens = 1;
-        q.grammar = g;
-        q.grammar_len = len;
+        request(&q, prompt, 1, 1, g, len);
         fx_row *row;
         fx_status st = fx_submit(batcher, &q, &row);
         free(g);
@@ -386,9 +391,7 @@ static int test_teardown(void **state) {
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("glim.gguf"));
-    if (fx_test_write_byte_model(model_path, 256, 11) != 0) return -1;
-    char err[256];
-    if (fx_model_load(model_path, NULL, &model, err, sizeof err) != FX_OK) return -1;
+    if (fx_test_load_byte_model(model_path, 256, 11, &model) != 0) return -1;
     /* The control row alone. */
     fx_batcher *b = new_batcher();
     static outcome solo;

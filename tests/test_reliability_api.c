@@ -119,15 +119,11 @@ static void test_poll_status(void **state) {
     fx_model *m = rb_load_model(model_path);
     poll_from_log pl = {0};
     fx_batcher_params p;
-    fx_batcher_params_init(&p);
-    p.max_rows = 2;
-    p.n_ctx = 128;
-    p.max_step_tokens = 32;
+    rb_params(&p, 2);
     p.log_fn = log_polls;
     p.log_user = &pl;
     p.log_level = FX_LOG_DEBUG;
-    fx_batcher *b = NULL;
-    assert_int_equal(fx_batcher_create(m, &p, &b, NULL, 0), FX_OK);
+    fx_batcher *b = rb_create(m, &p);
     fx_event ev;
     fx_status st = FX_ERR_INTERNAL;
     assert_int_equal(fx_poll_sized(NULL, &ev, sizeof ev, &st), 0);
@@ -204,13 +200,9 @@ static void test_lease_status(void **state) {
     fx_model *m = rb_load_model(model_path);
     fx_batcher *b = make_batcher(m, 2), *other = make_batcher(m, 2);
     fx_batcher_params p;
-    fx_batcher_params_init(&p);
-    p.max_rows = 2;
-    p.n_ctx = 128;
-    p.max_step_tokens = 32;
+    rb_params(&p, 2);
     p.flags = FX_BATCHER_NO_PREFIX_CACHE;
-    fx_batcher *nocache = NULL;
-    assert_int_equal(fx_batcher_create(m, &p, &nocache, NULL, 0), FX_OK);
+    fx_batcher *nocache = rb_create(m, &p);
     fx_lease *l = NULL, *u = NULL, *o = NULL;
     assert_int_equal(fx_lease_create(b, lease_text, strlen(lease_text), 0, &l),
                      FX_OK);

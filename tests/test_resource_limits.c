@@ -73,13 +73,14 @@ typedef struct result {
 } result;
 
 /* Steps until idle; the DONE of every row whose user points at a result
- * fills it. */
-static void run(fx_batcher *b) {
+ * fills it. With `only`, the events of other rows are not looked at. */
+static void run_only(fx_batcher *b, const result *only) {
     for (int i = 0; fx_batcher_pending(b) > 0; i++) {
         CHECK(i < 100000, "still running after 100000 steps");
         CHECK_ST(fx_step(b), FX_OK);
         fx_event ev;
         while (fx_poll(b, &ev)) {
+            if (only && ev.user != only) continue;
             result *r = ev.user;
             CHECK(r && !r->done, "an event after DONE or for no row");
             if (ev.type == FX_EVENT_TEXT) r->text_len += ev.text_len;
@@ -96,6 +97,8 @@ static void run(fx_batcher *b) {
         }
     }
 }
+
+static void run(fx_batcher *b) { run_only(b, NULL); }
 
 static fx_status submit_ids(fx_batcher *b, size_t n, uint32_t max_tokens, result *r,
                             fx_row **row) {
@@ -209,61 +212,53 @@ static void n_ctx_case(void) {
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
 
-static void step_tokens_case(void) {
+/* A uint32_t parameter at its limit: the batcher runs a row of n prompt
+ * ids to max_tokens (or, when nomem_ok, is refused for memory); one past
+ * the limit is refused. */
+typedef struct limit_case {
+    const char *what;
+    size_t field; /* offsetof(fx_batcher_params, the parameter) */
+    uint32_t limit, n_ctx;
+    int nomem_ok;
+    size_t n;
+    uint32_t max_tokens;
+} limit_case;
+
+static const limit_case limits[] = {
+    /* The whole 2000-token prompt in one step. */
+    {"max_step_tokens 65536", offsetof(fx_batcher_params, max_step_tokens), 65536, 2048, 1,
+     2000, 2},
+    {"one 4096-position block", offsetof(fx_batcher_params, block_tokens), 4096, 4096, 0,
+     4000, 5},
+    /* 256 threads: started, or refused cleanly when the cap leaves no
+     * room for their stacks. */
+    {"n_threads 256", offsetof(fx_batcher_params, n_threads), 256, 64, 1, 20, 3},
+};
+
+static void at_limit(const limit_case *c) {
     fx_batcher_params p;
     fx_batcher *b;
     params(&p);
-    p.max_step_tokens = 65536;
-    p.n_ctx = 2048;
+    p.n_ctx = c->n_ctx;
+    uint32_t *field = (uint32_t *)(void *)((char *)&p + c->field);
+    *field = c->limit;
     fx_status st = create(&p, &b);
-    CHECK(st == FX_OK || st == FX_ERR_NOMEM, "max_step_tokens 65536: %s", fx_status_str(st));
+    CHECK(st == FX_OK || (c->nomem_ok && st == FX_ERR_NOMEM), "%s: %s", c->what,
+          fx_status_str(st));
     if (st == FX_OK) {
-        /* The whole prompt in one step. */
         result r = {0};
-        CHECK_ST(submit_ids(b, 2000, 2, &r, NULL), FX_OK);
+        CHECK_ST(submit_ids(b, c->n, c->max_tokens, &r, NULL), FX_OK);
         run(b);
-        CHECK(r.done && r.n_tokens == 2, "a 2000-token prompt in one step");
+        CHECK(r.done && r.n_tokens == c->max_tokens, "a row under %s", c->what);
         fx_batcher_free(b);
     }
-    p.max_step_tokens = 65537;
+    *field = c->limit + 1;
     CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
 }
 
-static void block_case(void) {
-    fx_batcher_params p;
-    fx_batcher *b;
-    params(&p);
-    p.block_tokens = 4096;
-    p.n_ctx = 4096;
-    b = create_ok(&p);
-    result r = {0};
-    CHECK_ST(submit_ids(b, 4000, 5, &r, NULL), FX_OK);
-    run(b);
-    CHECK(r.done && r.n_tokens == 5, "a row in one 4096-position block");
-    fx_batcher_free(b);
-    p.block_tokens = 4097;
-    CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
-}
-
-/* 256 threads: started, or refused cleanly when the cap leaves no room
- * for their stacks. */
-static void threads_case(void) {
-    fx_batcher_params p;
-    fx_batcher *b;
-    params(&p);
-    p.n_threads = 256;
-    fx_status st = create(&p, &b);
-    CHECK(st == FX_OK || st == FX_ERR_NOMEM, "n_threads 256: %s", fx_status_str(st));
-    if (st == FX_OK) {
-        result r2 = {0};
-        CHECK_ST(submit_ids(b, 20, 3, &r2, NULL), FX_OK);
-        run(b);
-        CHECK(r2.done && r2.n_tokens == 3, "a row on 256 threads");
-        fx_batcher_free(b);
-    }
-    p.n_threads = 257;
-    CHECK_ST(create(&p, &b), FX_ERR_INVALID_ARG);
-}
+static void step_tokens_case(void) { at_limit(&limits[0]); }
+static void block_case(void) { at_limit(&limits[1]); }
+static void threads_case(void) { at_limit(&limits[2]); }
 
 /* ---- request sizes ---- */
 
@@ -351,20 +346,17 @@ static void stop_case(void) {
         toks[i] = (int32_t)(i % n_vocab);
         bias[i] = (fx_logit_bias){(int32_t)(i % n_vocab), -1.0f};
     }
-    q.stop_tokens = toks;
-    q.n_stop_tokens = n_vocab;
-    CHECK_ST(fx_submit(b, &q, &row), FX_OK);
-    q.n_stop_tokens = n_vocab + 1;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
-    q.stop_tokens = NULL;
-    q.n_stop_tokens = 0;
-    q.logit_bias = bias;
-    q.n_logit_bias = n_vocab;
-    CHECK_ST(fx_submit(b, &q, &row), FX_OK);
-    q.n_logit_bias = n_vocab + 1;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        q.stop_tokens = with_bias ? NULL : toks;
+        q.logit_bias = with_bias ? bias : NULL;
+        size_t *count = with_bias ? &q.n_logit_bias : &q.n_stop_tokens;
+        *count = n_vocab;
+        CHECK_ST(fx_submit(b, &q, &row), FX_OK);
+        *count = n_vocab + 1;
+        CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
+        *count = 0;
+    }
     q.logit_bias = NULL;
-    q.n_logit_bias = 0;
     /* n_logprobs: the maximum arrives in every TOKEN event. */
     result r = {0};
     q.n_logprobs = FX_MAX_LOGPROBS;
@@ -374,19 +366,7 @@ static void stop_case(void) {
     q.n_logprobs = FX_MAX_LOGPROBS + 1;
     CHECK_ST(fx_submit(b, &q, &row), FX_ERR_INVALID_ARG);
     /* The rows accepted above run; only the last one is checked. */
-    for (int i = 0; fx_batcher_pending(b) > 0; i++) {
-        CHECK(i < 10000, "still running");
-        CHECK_ST(fx_step(b), FX_OK);
-        fx_event ev;
-        while (fx_poll(b, &ev)) {
-            if (ev.user != &r) continue;
-            if (ev.type == FX_EVENT_TOKEN) {
-                CHECK(ev.n_top == FX_MAX_LOGPROBS, "%zu alternatives", ev.n_top);
-                r.token_events++;
-            }
-            if (ev.type == FX_EVENT_DONE) r.done = 1, r.n_tokens = ev.n_tokens;
-        }
-    }
+    run_only(b, &r);
     CHECK(r.done && r.n_tokens == 8 && r.token_events == 8, "logprobs row: %zu events",
           r.token_events);
     free(toks);
@@ -394,6 +374,20 @@ static void stop_case(void) {
     free(long_stop);
     free(stops);
     fx_batcher_free(b);
+}
+
+static fx_status submit_grammar(fx_batcher *b, const int32_t ids[2], const char *g,
+                                size_t len, result *r) {
+    fx_request q;
+    fx_request_init(&q);
+    q.prompt_tokens = ids;
+    q.n_prompt_tokens = 2;
+    q.max_tokens = 3;
+    q.grammar = g;
+    q.grammar_len = len;
+    q.user = r;
+    fx_row *row;
+    return fx_submit(b, &q, &row);
 }
 
 static void grammar_size_case(void) {
@@ -409,16 +403,7 @@ static void grammar_size_case(void) {
         memcpy(g, rule, strlen(rule));
         memset(g + strlen(rule), '-', len - strlen(rule) - 1);
         g[len - 1] = '\n';
-        fx_request q;
-        fx_request_init(&q);
-        q.prompt_tokens = ids;
-        q.n_prompt_tokens = 2;
-        q.max_tokens = 3;
-        q.grammar = g;
-        q.grammar_len = len;
-        q.user = &r;
-        fx_row *row;
-        CHECK_ST(fx_submit(b, &q, &row), extra ? FX_ERR_GRAMMAR : FX_OK);
+        CHECK_ST(submit_grammar(b, ids, g, len, &r), extra ? FX_ERR_GRAMMAR : FX_OK);
         free(g);
     }
     /* A grammar of 64 MiB: refused before it is read. */
@@ -426,15 +411,7 @@ static void grammar_size_case(void) {
     char *g = malloc(huge);
     CHECK(g, "out of memory in the test");
     memset(g, ' ', huge);
-    fx_request q;
-    fx_request_init(&q);
-    q.prompt_tokens = ids;
-    q.n_prompt_tokens = 2;
-    q.max_tokens = 3;
-    q.grammar = g;
-    q.grammar_len = huge;
-    fx_row *row;
-    CHECK_ST(fx_submit(b, &q, &row), FX_ERR_GRAMMAR);
+    CHECK_ST(submit_grammar(b, ids, g, huge, NULL), FX_ERR_GRAMMAR);
     free(g);
     run(b);
     CHECK(r.done && r.finish != FX_FINISH_ERROR && r.text_len > 0, "the 1 MiB grammar's row");
@@ -554,9 +531,7 @@ CASE(lease_len, 30)
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("limits.gguf"));
-    if (fx_test_write_byte_model(model_path, 4096, 5) != 0) return -1;
-    char err[256];
-    if (fx_model_load(model_path, NULL, &model, err, sizeof err) != FX_OK) return -1;
+    if (fx_test_load_byte_model(model_path, 4096, 5, &model) != 0) return -1;
     n_vocab = fx_model_vocab_size(model);
     return 0;
 }

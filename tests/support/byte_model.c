@@ -20,6 +20,15 @@ static const char *const pieces[] = {
 #define N_PIECES (sizeof pieces / sizeof pieces[0])
 #define N_VOCAB (3 + 256 + N_PIECES + 2)
 
+int fx_test_load_byte_model(const char *path, uint32_t n_ctx, uint64_t seed,
+                            fx_model **model) {
+    if (fx_test_write_byte_model(path, n_ctx, seed) != 0) return -1;
+    char err[256];
+    if (fx_model_load(path, NULL, model, err, sizeof err) == FX_OK) return 0;
+    fprintf(stderr, "load %s: %s\n", path, err);
+    return -1;
+}
+
 uint32_t fx_test_byte_model_vocab(void) { return (uint32_t)N_VOCAB; }
 
 static size_t vocab_kv(gw_buf *b, void *user) {
@@ -52,19 +61,8 @@ static size_t vocab_kv(gw_buf *b, void *user) {
 
 int fx_test_write_byte_model(const char *path, uint32_t n_ctx, uint64_t seed) {
     gw_model_spec spec;
-    gw_model_spec_default(&spec);
+    gw_tiny_spec(&spec, n_ctx, seed);
     spec.n_vocab = (uint32_t)N_VOCAB;
-    spec.n_embd = 32;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 48;
-    spec.n_ctx = n_ctx;
-    spec.seed = seed;
     spec.extra_kv = vocab_kv;
-    gw_buf buf = {0};
-    gw_build_model(&buf, &spec);
-    int rc = gw_write_file(&buf, path);
-    gw_free(&buf);
-    return rc;
+    return gw_write_model(path, &spec);
 }

@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include <ferrox.h>
+
 /* Token ids of the vocabulary fx_test_write_byte_model writes. */
 enum {
     FX_BM_UNK = 0,
@@ -22,6 +24,11 @@ enum {
 /* Writes the model (dim 32, 1 layer, weights from `seed`) to path;
  * returns 0 on success. */
 int fx_test_write_byte_model(const char *path, uint32_t n_ctx, uint64_t seed);
+
+/* Writes the model to path and loads it with default parameters into
+ * *model; returns 0 on success (a failure is printed). */
+int fx_test_load_byte_model(const char *path, uint32_t n_ctx, uint64_t seed,
+                            fx_model **model);
 
 /* The vocabulary size of that model. */
 uint32_t fx_test_byte_model_vocab(void);

@@ -403,15 +403,19 @@ int gw_write_model(const char *path, const gw_model_spec *spec) {
     return rc;
 }
 
+void gw_tiny_spec(gw_model_spec *spec, uint32_t n_ctx, uint64_t seed) {
+    gw_model_spec_default(spec);
+    spec->n_embd = 32;
+    spec->n_layer = 1;
+    spec->n_head = 2;
+    spec->n_head_kv = 1;
+    spec->n_ff = 48;
+    spec->n_ctx = n_ctx;
+    spec->seed = seed;
+}
+
 int gw_write_tiny_model(const char *path, uint32_t n_ctx, uint64_t seed) {
     gw_model_spec spec;
-    gw_model_spec_default(&spec);
-    spec.n_embd = 32;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 48;
-    spec.n_ctx = n_ctx;
-    spec.seed = seed;
+    gw_tiny_spec(&spec, n_ctx, seed);
     return gw_write_model(path, &spec);
 }

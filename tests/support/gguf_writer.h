@@ -95,5 +95,7 @@ int gw_write_model(const char *path, const gw_model_spec *spec);
  * 48), for tests about bookkeeping rather than numbers: built with the
  * given context and seed and written to path; returns 0 on success. */
 int gw_write_tiny_model(const char *path, uint32_t n_ctx, uint64_t seed);
+/* The spec gw_write_tiny_model writes, for a caller to adjust. */
+void gw_tiny_spec(gw_model_spec *spec, uint32_t n_ctx, uint64_t seed);
 
 #endif /* FX_TEST_GGUF_WRITER_H */

@@ -36,21 +36,19 @@ static char *sb_done(sb *b, size_t *len) {
     return b->p;
 }
 
-char *gg_chain(unsigned n, size_t *len) {
+/* n rules each calling the next, then an "a"; `after` follows each call
+ * (empty: the call is in tail position). */
+static char *chain(unsigned n, const char *after, size_t *len) {
     sb b = {0};
     sb_printf(&b, "root ::= r0\n");
-    for (unsigned k = 0; k < n; k++) sb_printf(&b, "r%u ::= r%u \"a\"?\n", k, k + 1);
+    for (unsigned k = 0; k < n; k++) sb_printf(&b, "r%u ::= r%u%s\n", k, k + 1, after);
     sb_printf(&b, "r%u ::= \"a\"\n", n);
     return sb_done(&b, len);
 }
 
-char *gg_tail_chain(unsigned n, size_t *len) {
-    sb b = {0};
-    sb_printf(&b, "root ::= r0\n");
-    for (unsigned k = 0; k < n; k++) sb_printf(&b, "r%u ::= r%u\n", k, k + 1);
-    sb_printf(&b, "r%u ::= \"a\"\n", n);
-    return sb_done(&b, len);
-}
+char *gg_chain(unsigned n, size_t *len) { return chain(n, " \"a\"?", len); }
+
+char *gg_tail_chain(unsigned n, size_t *len) { return chain(n, "", len); }
 
 char *gg_wide(unsigned k, size_t *len) {
     sb b = {0};
