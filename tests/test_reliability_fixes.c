@@ -36,28 +36,13 @@
 #include <ferrox.h>
 
 #include "gguf_writer.h"
+#include "mem_cap.h"
 #include "reliability_batch.h"
 #include "sample/grammar.h"
 #include "test_util.h"
 
 static char model_path[4096];
 static char json_model_path[4096]; /* a vocabulary JSON can be written in */
-
-/* A capped child's huge requests must come back NULL, not abort: ASan's
- * allocator only returns NULL when told so. */
-#if defined(__SANITIZE_ADDRESS__)
-#define FX_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FX_TEST_ASAN 1
-#endif
-#endif
-#ifdef FX_TEST_ASAN
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) {
-    return "allocator_may_return_null=1";
-}
-#endif
 
 /* ---- 1. chain grammars deeper than a row's frames ---- */
 
@@ -200,16 +185,6 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The address space this process maps now, from /proc/self/statm. */
-static uint64_t mapped_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return 0;
-    unsigned long long pages = 0;
-    int ok = fscanf(f, "%llu", &pages) == 1;
-    fclose(f);
-    return ok ? pages * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
 /* In the capped child: 0, or the line of the first check that failed. */
 #define CHILD_CHECK(c)                                                       \
     do {                                                                     \
@@ -254,33 +229,21 @@ static int kv_cases(fx_model *m) {
     return 0;
 }
 
+static fx_model *capped_model;
+
+static void kv_cases_child(void) {
+    int line = kv_cases(capped_model);
+    if (line) fprintf(stderr, "kv_cases: the check at line %d failed\n", line);
+    exit(line ? 1 : 0);
+}
+
 static void test_kv_bytes_capped(void **state) {
     (void)state;
-    fx_model *m = rb_load_model(model_path);
-    uint64_t mapped = mapped_bytes();
-    if (mapped == 0) skip(); /* no /proc */
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        /* 2 GiB above what is mapped now: far below every NOMEM case. */
-        struct rlimit rl = {mapped + ((uint64_t)2 << 30),
-                            mapped + ((uint64_t)2 << 30)};
-        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(2);
-        alarm(20); /* a missed check must not hang the suite either */
-        int line = kv_cases(m);
-        if (line) fprintf(stderr, "kv_cases: the check at line %d failed\n", line);
-        _exit(line ? 1 : 0);
-    }
-    int wst = 0;
-    assert_int_equal(waitpid(pid, &wst, 0), pid);
-    if (!WIFEXITED(wst))
-        fail_msg("the capped child died (signal %d)",
-                 WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
-    if (WEXITSTATUS(wst) != 0)
-        fail_msg("the capped child failed (exit %d, its line on stderr)",
-                 WEXITSTATUS(wst));
-    fx_model_free(m);
+    capped_model = rb_load_model(model_path);
+    /* 2 GiB above what is mapped now: far below every NOMEM case; 20 s so
+     * a missed check cannot hang the suite either. */
+    fx_test_child("kv_bytes cases", kv_cases_child, 20, 2048);
+    fx_model_free(capped_model);
 }
 
 /* ---- 3. every allowed token banned ---- */
