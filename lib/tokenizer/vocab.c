@@ -508,8 +508,6 @@ static fx_status build_special_list(struct fx_vocab *v, fx_error *err) {
     return FX_OK;
 }
 
-/* True when every `▁` inside every token follows another `▁`: then a
- * token can never span "x|▁" and words are independent (true of Llama's). */
 /* The most bytes of text one token can stand for, if every byte of text
  * ends up in some token. The text a token covers is never longer than its
  * stored form (spaces become 3-byte `▁`, GPT-2 bytes 1- or 2-byte code
@@ -536,6 +534,8 @@ static size_t bytes_per_token(const struct fx_vocab *v) {
     return most;
 }
 
+/* True when every `▁` inside every token follows another `▁`: then a
+ * token can never span "x|▁" and words are independent (true of Llama's). */
 static bool spm_words_independent(const struct fx_vocab *v) {
     for (uint32_t i = 0; i < v->n_tokens; i++) {
         size_t len;
