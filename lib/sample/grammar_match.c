@@ -398,26 +398,30 @@ fx_status fx_gstate_init_work(fx_gstate *s, const fx_alloc *alloc,
     return st;
 }
 
+/* The part of a walk's scratch that expanding a parse needs (the mask's
+ * sets, levels and allowed list come on top in fx_gwork_init); false if
+ * any allocation failed, the rest then freed by fx_gwork_free. */
+static bool walk_alloc(fx_gwork *w, const fx_alloc *alloc) {
+    w->frames = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w->frames);
+    w->todo = fx_malloc_array(alloc, FX_GRAMMAR_EXPAND_BUDGET, sizeof *w->todo);
+    w->remap = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w->remap);
+    w->hash = fx_calloc(alloc, 2 * HASH_CAP, sizeof *w->hash);
+    if (w->hash) {
+        w->hash_stamp = w->hash + HASH_CAP;
+        w->stamp = 1;
+    }
+    return w->frames && w->todo && w->remap && w->hash;
+}
+
 fx_status fx_gstate_init(fx_gstate *s, const fx_alloc *alloc,
                          const fx_grammar *g, fx_error *err) {
     fx_gwork w;
     memset(&w, 0, sizeof w);
     memset(s, 0, sizeof *s);
-    w.frames = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w.frames);
-    w.todo = fx_malloc_array(alloc, FX_GRAMMAR_EXPAND_BUDGET, sizeof *w.todo);
-    w.remap = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w.remap);
-    w.hash = fx_calloc(alloc, 2 * HASH_CAP, sizeof *w.hash);
-    fx_status st;
-    if (w.frames && w.todo && w.remap && w.hash) {
-        w.hash_stamp = w.hash + HASH_CAP;
-        st = fx_gstate_init_work(s, alloc, g, &w, err);
-    } else {
-        st = fx_fail(err, FX_ERR_NOMEM, "out of memory");
-    }
-    fx_free(alloc, w.frames);
-    fx_free(alloc, w.todo);
-    fx_free(alloc, w.remap);
-    fx_free(alloc, w.hash);
+    fx_status st = walk_alloc(&w, alloc)
+                       ? fx_gstate_init_work(s, alloc, g, &w, err)
+                       : fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    fx_gwork_free(&w, alloc);
     return st;
 }
 
@@ -638,21 +642,12 @@ fx_status fx_gwork_init(fx_gwork *w, const fx_alloc *alloc,
     memset(w, 0, sizeof *w);
     size_t levels = (size_t)trie->max_depth + 2;
     w->sets_cap = (uint32_t)(levels * FX_GRAMMAR_MAX_STACKS);
-    w->frames = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w->frames);
+    bool walk = walk_alloc(w, alloc);
     w->sets = fx_malloc_array(alloc, w->sets_cap, sizeof *w->sets);
-    w->todo = fx_malloc_array(alloc, FX_GRAMMAR_EXPAND_BUDGET, sizeof *w->todo);
-    w->remap = fx_malloc_array(alloc, FX_GRAMMAR_WORK_FRAMES, sizeof *w->remap);
-    w->hash = fx_malloc_array(alloc, 2 * HASH_CAP, sizeof *w->hash);
-    if (w->hash) {
-        w->hash_stamp = w->hash + HASH_CAP;
-        memset(w->hash, 0, 2 * HASH_CAP * sizeof *w->hash);
-        w->stamp = 1;
-    }
     w->levels = fx_malloc_array(alloc, levels, sizeof *w->levels);
     w->allowed = fx_malloc_array(alloc, trie->n_vocab ? trie->n_vocab : 1,
                                  sizeof *w->allowed);
-    if (!w->frames || !w->sets || !w->todo || !w->remap || !w->hash ||
-        !w->levels || !w->allowed) {
+    if (!walk || !w->sets || !w->levels || !w->allowed) {
         fx_gwork_free(w, alloc);
         return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     }
