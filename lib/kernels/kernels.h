@@ -67,7 +67,18 @@
 typedef enum fx_wtype {
     FX_WTYPE_F32 = 0,   /* wv = the float */
     FX_WTYPE_F16 = 1,   /* wv = the half widened (exact) */
+    FX_WTYPE_Q4_0 = 2,  /* the block-quantized types: quants.h */
+    FX_WTYPE_Q4_1 = 3,
+    FX_WTYPE_Q5_0 = 6,
+    FX_WTYPE_Q5_1 = 7,
     FX_WTYPE_Q8_0 = 8,  /* integer dots on quantized x (see the top) */
+    FX_WTYPE_Q2_K = 10,
+    FX_WTYPE_Q3_K = 11,
+    FX_WTYPE_Q4_K = 12,
+    FX_WTYPE_Q5_K = 13,
+    FX_WTYPE_Q6_K = 14,
+    FX_WTYPE_IQ4_NL = 20,
+    FX_WTYPE_IQ4_XS = 23,
     FX_WTYPE_BF16 = 30, /* wv = the bfloat16 widened (exact) */
     /* Not ggml types (no file can declare them): weights repacked at load
      * into the order the kernels read them, the same bytes per row and the

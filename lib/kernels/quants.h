@@ -1,0 +1,194 @@
+/*
+ * Private to lib/kernels (and the internal tools and tests): ggml's
+ * block-quantized weight types, Q4_0 to Q6_K and IQ4, as one table.
+ *
+ * Adding a type is a block struct here, a file of its family's formats
+ * (quant_legacy.c, quant_kquants.c, quant_iq4.c: exact dequantization and
+ * a reference quantizer) and an entry in each ISA's kernel table
+ * (qdot_portable.c, qdot_avx2.c, qdot_avx512.c); matmul.c only asks the
+ * table.
+ *
+ * Block layouts are ggml's (ggml-common.h), byte for byte: a GGUF file's
+ * tensor data is read in place. Every multi-byte field is little-endian
+ * (the only byte order ggml writes and the only one ferrox runs on).
+ *
+ * ACTIVATIONS. These types multiply quantized activations, as llama.cpp
+ * does: integer dot products are exact, so a block's integer work has no
+ * order to fix and runs at 32-64 multiply-adds an instruction; only one
+ * or two fmas per weight block are floating point, in the order below.
+ * Two activation formats (fx_xq_kind):
+ *   FX_XQ_32  blocks of 32 (the Q8_0 rule and layout of matmul_impl.h,
+ *             fx_xq_row_bytes): for the 32-element types.
+ *   FX_XQ_256 blocks of 256 (layout and rule below): for the K-quants
+ *             and IQ4_XS, whose scales come per 256-element super-block.
+ *
+ * THE REDUCTION ORDER of y[m][n] for every type here. qx[i] are row m's
+ * activation quants, dx(b) its block's scale; a weight block b gives
+ * integers P (and for types with a min, M) computed exactly; then
+ *   acc = +0.0f;
+ *   for b = 0, 1, ..., K/block - 1 in increasing order:
+ *       acc = fmaf(f32(d_b) * dx(b), (float)P_b, acc);
+ *       [types with a min:]
+ *       acc = fmaf(-(f32(dmin_b) * dx(b)), (float)M_b, acc);
+ *   y[m][n] = acc;
+ * Each product f32(d) * dx is one rounding; (float)P rounds to nearest
+ * even where |P| >= 2^24 (vcvtdq2ps under the default MXCSR does the
+ * same). P and M per type, with q the weight's quant as the type's table
+ * below gives it and j its sub-block:
+ *   Q4_0     P = sum_i (q_i - 8) qx_i
+ *   Q4_1     P = sum_i q_i qx_i;  "dmin" = m (the block's min, f16),
+ *            M = -sum_i qx_i      (so the second fma adds +m dx sum qx)
+ *   Q5_0     P = sum_i (q_i - 16) qx_i
+ *   Q5_1     as Q4_1 with 5-bit q
+ *   IQ4_NL   P = sum_i kv[q_i] qx_i       (kv: fx_iq4nl_values)
+ *   Q2_K     P = sum_j sc_j sum_{i in j} q_i qx_i;
+ *            M = sum_j mn_j sum_{i in j} qx_i   (16 sub-blocks of 16)
+ *   Q3_K     P = sum_j sc_j sum_{i in j} q_i qx_i, q in -4..3, sc in
+ *            -32..31 (16 sub-blocks of 16)
+ *   Q4_K     P, M as Q2_K over 8 sub-blocks of 32, 6-bit sc and mn
+ *   Q5_K     as Q4_K with 5-bit q
+ *   Q6_K     P = sum_j sc_j sum_{i in j} (q_i - 32) qx_i (16 of 16,
+ *            int8 sc)
+ *   IQ4_XS   P = sum_j (ls_j - 32) sum_{i in j} kv[q_i] qx_i (8 of 32)
+ * Every |P| and |M| fits an int32 (the largest, Q6_K: 16 * 128 * 16 * 32
+ * * 127 < 2^28). A vector form may sum the integers in any order and any
+ * split (q * qx minus 8 * sum qx, for instance): integer addition is
+ * exact, so every path gives these bits.
+ *
+ * FX_XQ_256 row layout, K elements (B = K / 256 blocks), 64-byte aligned:
+ *   int8_t  q[K]        at 0          the quants
+ *   int16_t bsum[K/16]  at K          each 16 quants' sum
+ *   float   d[B]        at K + K/8    the scales dx
+ * and the rule per block of 256: amax = max |x[i]|; amax inf or NaN: dx =
+ * NaN, q = 0; amax < 2^-100: dx = 0, q = 0; else dx = amax / 127, id =
+ * 127 / amax (each one f32 division), q[i] = nearbyint(x[i] * id), ties
+ * to even (the FX_XQ_32 rule over 256 elements).
+ */
+#ifndef FX_KERNELS_QUANTS_H
+#define FX_KERNELS_QUANTS_H
+
+#include "matmul_impl.h"
+
+#define FX_QK32 32   /* elements per block: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL */
+#define FX_QK_K 256  /* elements per super-block: K-quants, IQ4_XS */
+#define FX_K_SCALE_SIZE 12
+
+/* In each struct, q_i and sub-block scales as ggml's dequantize_row_*
+ * reads them; the quantization files say exactly how in their comments. */
+
+typedef struct fx_block_q4_0 { /* w = d * (q - 8) */
+    uint16_t d;
+    uint8_t qs[FX_QK32 / 2]; /* q_i (i < 16) low nibble of qs[i], q_{i+16} high */
+} fx_block_q4_0;
+
+typedef struct fx_block_q4_1 { /* w = d * q + m */
+    uint16_t d, m;
+    uint8_t qs[FX_QK32 / 2];
+} fx_block_q4_1;
+
+typedef struct fx_block_q5_0 { /* w = d * (q - 16), bit 4 of q_i: qh bit i */
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[FX_QK32 / 2];
+} fx_block_q5_0;
+
+typedef struct fx_block_q5_1 { /* w = d * q + m */
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[FX_QK32 / 2];
+} fx_block_q5_1;
+
+typedef struct fx_block_iq4_nl { /* w = d * kv[q] */
+    uint16_t d;
+    uint8_t qs[FX_QK32 / 2];
+} fx_block_iq4_nl;
+
+typedef struct fx_block_q2_K { /* w = d * sc * q - dmin * mn */
+    uint8_t scales[FX_QK_K / 16]; /* sc low nibble, mn high nibble */
+    uint8_t qs[FX_QK_K / 4];
+    uint16_t d, dmin;
+} fx_block_q2_K;
+
+typedef struct fx_block_q3_K { /* w = d * (sc - 32) * q */
+    uint8_t hmask[FX_QK_K / 8];
+    uint8_t qs[FX_QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+} fx_block_q3_K;
+
+typedef struct fx_block_q4_K { /* w = d * sc * q - dmin * mn */
+    uint16_t d, dmin;
+    uint8_t scales[FX_K_SCALE_SIZE];
+    uint8_t qs[FX_QK_K / 2];
+} fx_block_q4_K;
+
+typedef struct fx_block_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[FX_K_SCALE_SIZE];
+    uint8_t qh[FX_QK_K / 8];
+    uint8_t qs[FX_QK_K / 2];
+} fx_block_q5_K;
+
+typedef struct fx_block_q6_K { /* w = d * sc * (q - 32) */
+    uint8_t ql[FX_QK_K / 2];
+    uint8_t qh[FX_QK_K / 4];
+    int8_t scales[FX_QK_K / 16];
+    uint16_t d;
+} fx_block_q6_K;
+
+typedef struct fx_block_iq4_xs { /* w = d * (ls - 32) * kv[q] */
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[FX_QK_K / 64];
+    uint8_t qs[FX_QK_K / 2];
+} fx_block_iq4_xs;
+
+/* IQ4_NL's and IQ4_XS's 16 non-linear levels. */
+extern const int8_t fx_iq4nl_values[16];
+
+typedef enum fx_xq_kind {
+    FX_XQ_NONE = 0, /* the float types: x is read as it is */
+    FX_XQ_32 = 1,
+    FX_XQ_256 = 2
+} fx_xq_kind;
+
+/* FX_XQ_256's bytes per row of k elements (k % 256 == 0). */
+static inline size_t fx_xq256_row_bytes(size_t k) {
+    return (k + k / 8 + k / 64 + 63) & ~(size_t)63;
+}
+void fx_xq256_portable(const float *x, size_t ldx, size_t m, size_t k,
+                       uint8_t *xq, size_t ld);
+/* NULL where the AVX2 code is not compiled in. Same bytes. */
+fx_xq_fn fx_xq256_avx2(void);
+
+/* Exact dequantization of k elements (k a multiple of the block), in
+ * ggml's float operations and order (dequantize_row_*). */
+typedef void (*fx_dequant_fn)(float *out, const void *blocks, size_t k);
+/* A reference quantizer of k elements (whole blocks): its error against
+ * the input, per tensor, is no worse than llama.cpp's quantize_row_*_ref
+ * without an importance matrix. Deterministic: plain scalar code. */
+typedef void (*fx_quant_fn)(void *out, const float *in, size_t k);
+
+typedef struct fx_qtype {
+    fx_wtype type;
+    const char *name;        /* ggml's: "q4_K" */
+    uint32_t block_elems;    /* 32 or 256 */
+    uint32_t block_bytes;
+    fx_xq_kind xq;
+    fx_dequant_fn dequant;
+    fx_quant_fn quantize;
+} fx_qtype;
+
+/* The entry of a block-quantized type of this file, or NULL (the float
+ * types, Q8_0 and anything unknown). */
+const fx_qtype *fx_qtype_of(fx_wtype t);
+
+/* Each ISA's kernel table: the matmul range of type t on job->xq (in
+ * fx_qtype_of(t)->xq's format), or NULL where that ISA has no kernel for
+ * it (matmul.c then takes the next ISA down; the portable table has them
+ * all and is the definition). Same bits on every path. */
+fx_mm_range_fn fx_qmm_portable(fx_wtype t);
+fx_mm_range_fn fx_qmm_avx2(fx_wtype t);
+fx_mm_range_fn fx_qmm_avx512(fx_wtype t);
+
+#endif /* FX_KERNELS_QUANTS_H */
