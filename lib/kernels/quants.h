@@ -169,6 +169,25 @@ typedef void (*fx_dequant_fn)(float *out, const void *blocks, size_t k);
  * without an importance matrix. Deterministic: plain scalar code. */
 typedef void (*fx_quant_fn)(void *out, const float *in, size_t k);
 
+/* Each family file's functions, one pair per type (the table below
+ * names them): quant_legacy.c Q4_0, Q4_1, Q5_0, Q5_1; quant_kquants.c
+ * Q2_K to Q6_K; quant_iq4.c IQ4_NL, IQ4_XS. */
+#define FX_QUANT_FNS(t)                                                      \
+    void fx_dequant_##t(float *out, const void *blocks, size_t k);           \
+    void fx_quantize_##t(void *out, const float *in, size_t k);
+FX_QUANT_FNS(q4_0)
+FX_QUANT_FNS(q4_1)
+FX_QUANT_FNS(q5_0)
+FX_QUANT_FNS(q5_1)
+FX_QUANT_FNS(q2_K)
+FX_QUANT_FNS(q3_K)
+FX_QUANT_FNS(q4_K)
+FX_QUANT_FNS(q5_K)
+FX_QUANT_FNS(q6_K)
+FX_QUANT_FNS(iq4_nl)
+FX_QUANT_FNS(iq4_xs)
+#undef FX_QUANT_FNS
+
 typedef struct fx_qtype {
     fx_wtype type;
     const char *name;        /* ggml's: "q4_K" */
