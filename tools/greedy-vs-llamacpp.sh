@@ -1,0 +1,56 @@
+#!/bin/sh
+# Greedy tokens of ferrox against a llama.cpp build on the same GGUF files.
+#
+#   tools/greedy-vs-llamacpp.sh LLAMA_DIR MODEL...
+#
+# LLAMA_DIR is a llama.cpp source checkout built in LLAMA_DIR/build (the
+# reference, never a dependency of ferrox). Environment: FERROX_BUILD
+# (default ./build), N_TOKENS (default 64), PROMPT, FX_THREADS (default 2).
+# For each model, ferrox-run tokenizes PROMPT and decodes greedily; the
+# same prompt ids go to llamacpp-greedy (tools/llamacpp-greedy.c, compiled
+# here against LLAMA_DIR) with an F32 KV cache. A model passes when the
+# generated ids are equal to the end, or first differ at a step where
+# llama.cpp's own top-2 logit margin is below MARGIN (default 0.15): a
+# near-tie that rounding decides.
+set -eu
+[ $# -ge 2 ] || { echo "usage: $0 LLAMA_DIR MODEL..." >&2; exit 2; }
+llama=$1; shift
+here=$(cd "$(dirname "$0")" && pwd)
+build=${FERROX_BUILD:-build}
+n=${N_TOKENS:-64}
+margin=${MARGIN:-0.15}
+prompt=${PROMPT:-"Once upon a time, in a village by the sea, there lived"}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cc -O2 -o "$tmp/llamacpp-greedy" "$here/llamacpp-greedy.c" \
+    -I"$llama/include" -I"$llama/ggml/include" \
+    -L"$llama/build/bin" -lllama -lggml -lggml-base \
+    -Wl,-rpath,"$llama/build/bin"
+
+status=0
+for model in "$@"; do
+    "$build/examples/ferrox-run" --model "$model" --prompt "$prompt" --ids \
+        --max-tokens "$n" --ignore-eos --threads "${FX_THREADS:-2}" \
+        > "$tmp/fx" 2> "$tmp/fx.err" || {
+        echo "$model: ferrox-run failed: $(tail -1 "$tmp/fx.err")"
+        status=1; continue; }
+    ids=$(sed -n 's/^prompt: //p' "$tmp/fx")
+    sed -n 's/^gen: //p' "$tmp/fx" | tr ' ' '\n' | grep . > "$tmp/fx.gen"
+    # shellcheck disable=SC2086 # the ids are separate arguments
+    "$tmp/llamacpp-greedy" "$model" "$n" $ids > "$tmp/ll" 2> "$tmp/ll.err" || {
+        echo "$model: llamacpp-greedy failed: $(tail -1 "$tmp/ll.err")"
+        status=1; continue; }
+    awk '{print $2}' "$tmp/ll" > "$tmp/ll.gen"
+    verdict=$(paste -d' ' "$tmp/fx.gen" "$tmp/ll.gen" | awk -v m="$margin" \
+        -v ll="$tmp/ll" '
+        BEGIN { while ((getline l < ll) > 0) { split(l, f, " "); mg[f[1]] = f[3] } }
+        { if ($1 != $2) { s = NR - 1
+              printf "first differs at step %d of %d (ferrox %s, llama.cpp %s), llama.cpp margin %s: %s\n",
+                  s, n, $1, $2, mg[s], (mg[s] + 0 < m + 0) ? "PASS (near-tie)" : "FAIL"
+              found = 1; exit } }
+        END { if (!found) printf "all %d tokens equal: PASS\n", NR }' n="$n")
+    echo "$(basename "$model"): $verdict"
+    case $verdict in *FAIL*) status=1 ;; esac
+done
+exit $status
