@@ -74,6 +74,7 @@ static uint8_t *make_weights(fx_wtype t, size_t n, size_t k, uint64_t seed) {
         case FX_WTYPE_F32_R12:  /* repack_r12 a float one */
         case FX_WTYPE_F16_R12:
         case FX_WTYPE_BF16_R12: fail(); break;
+        default: fail(); break; /* block types have their own tests */
         case FX_WTYPE_Q8_0: {
             fx_block_q8_0 *blk = malloc(rb);
             assert_non_null(blk);
