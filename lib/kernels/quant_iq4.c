@@ -159,17 +159,16 @@ static void nl_search(const float *x, int half, nl_best *b) {
         }
     }
     b->err = INFINITY;
-    if (amax == 0) {
-        b->d = 0;
-        b->h = 0;
-        b->err = 0;
-        memset(b->L, 8, sizeof b->L);
-        return;
+    if (amax != 0) {
+        for (int s = -7; s <= 7; s++) {
+            nl_try(x, max / (double)(fx_iq4nl_values[0] + s), half, b);
+            nl_try(x, max / (double)(fx_iq4nl_values[15] + s), half, b);
+        }
     }
-    for (int s = -7; s <= 7; s++) {
-        nl_try(x, max / (double)(fx_iq4nl_values[0] + s), half, b);
-        nl_try(x, max / (double)(fx_iq4nl_values[15] + s), half, b);
-    }
+    /* All zeros last: no level is 0, and tiny weights are best left so;
+     * last, so that an equal error (huge weights, where the double sum
+     * cannot tell) keeps a nonzero scale. */
+    nl_try(x, 0, half, b);
 }
 
 void fx_quantize_iq4_nl(void *out, const float *in, size_t k) {
@@ -225,7 +224,7 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
     int8_t l[8], bl[8];
     uint8_t L[FX_QK_K], bL[FX_QK_K];
     uint16_t bh = 0;
-    double best = xs_assign(x, s, 0, bl, bL, INFINITY);
+    double best = INFINITY;
     if (smax != 0) {
         /* The largest sub-block scale mapped to l near -32 (ggml's choice,
          * the long end of the range) or near 31. */
@@ -242,6 +241,13 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
                 }
             }
         }
+    }
+    /* All zeros last, as in nl_search. */
+    double e0 = xs_assign(x, s, 0, l, L, best);
+    if (e0 < best) {
+        bh = 0;
+        memcpy(bl, l, sizeof l);
+        memcpy(bL, L, sizeof L);
     }
     y->d = bh;
     y->scales_h = 0;
