@@ -67,10 +67,10 @@ void fx_dequant_iq4_xs(float *out, const void *blocks, size_t k) {
 
 /* ---- quantization ---- */
 
-/* The index of the level nearest to x under the scale d != 0, and its
- * squared error. */
-static int nearest_level(double x, double d, double *err) {
-    double t = x / d;
+/* The index of the level nearest to x under the scale d != 0 (id = 1 /
+ * d, rounded), and its squared error. */
+static int nearest_level(double x, double d, double id, double *err) {
+    double t = x * id;
     int lo = 0, hi = 15;
     if (t <= fx_iq4nl_values[0]) {
         hi = 0;
@@ -83,7 +83,7 @@ static int nearest_level(double x, double d, double *err) {
             else lo = mid;
         }
     }
-    /* Compare the two bracketing levels on the actual error: x / d has
+    /* Compare the two bracketing levels on the actual error: x * id has
      * rounded. */
     double el = x - d * fx_iq4nl_values[lo], eh = x - d * fx_iq4nl_values[hi];
     if (eh * eh < el * el) {
@@ -106,9 +106,10 @@ static double assign(const float *x, int n, double d, uint8_t *L,
         }
         return err;
     }
+    double id = 1 / d;
     for (int i = 0; i < n; i++) {
         double e;
-        L[i] = (uint8_t)nearest_level(x[i], d, &e);
+        L[i] = (uint8_t)nearest_level(x[i], d, id, &e);
         err += e;
         if (err >= bound) return err;
     }
@@ -160,7 +161,9 @@ static void nl_search(const float *x, int half, nl_best *b) {
     }
     b->err = INFINITY;
     if (amax != 0) {
-        for (int s = -7; s <= 7; s++) {
+        /* The largest magnitude near either end of the levels (each try
+         * ends in a least-squares step, so a coarse grid does). */
+        for (int s = -7; s <= 7; s += 2) {
             nl_try(x, max / (double)(fx_iq4nl_values[0] + s), half, b);
             nl_try(x, max / (double)(fx_iq4nl_values[15] + s), half, b);
         }
@@ -190,16 +193,16 @@ static double xs_assign(const float *x, const double *s, uint16_t h,
     double d = fx_f16_to_f32(h), err = 0;
     for (int j = 0; j < 8; j++) {
         const float *xb = x + 32 * j;
+        /* The two 6-bit scales around s[j] / d. */
         int c = 0, r = 0;
         if (d != 0) {
             double t = s[j] / d;
-            c = t <= -32 ? -32 : t >= 31 ? 31 : (int)floor(t + 0.5);
+            c = t <= -32 ? -32 : t >= 30 ? 30 : (int)floor(t);
             r = 1;
         }
         double be = INFINITY;
         uint8_t tmp[32];
-        for (int v = c - r; v <= c + r; v++) {
-            if (v < -32 || v > 31) continue;
+        for (int v = c; v <= c + r; v++) {
             double e = assign(xb, 32, d * v, tmp, be);
             if (e < be) {
                 be = e;
@@ -228,9 +231,9 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
     if (smax != 0) {
         /* The largest sub-block scale mapped to l near -32 (ggml's choice,
          * the long end of the range) or near 31. */
-        for (int t = 0; t <= 16; t++) {
+        for (int t = 0; t <= 8; t++) {
             for (int sign = -1; sign <= 1; sign += 2) {
-                double c = sign < 0 ? -32 + 0.25 * t : 31 - 0.25 * t;
+                double c = sign < 0 ? -32 + 0.5 * t : 31 - 0.5 * t;
                 uint16_t h = to_half(smax / c);
                 double e = xs_assign(x, s, h, l, L, best);
                 if (e < best) {

@@ -161,13 +161,14 @@ static void quant_sym(const float *x, int lo, int hi, sym_best *b) {
     /* ggml's rule first: the largest magnitude on the level lo. */
     sym_try(x, max / (float)lo, lo, hi, b);
     /* Then the largest magnitude near either end of the levels. */
-    for (int s = -10; s <= 10; s++) {
-        sym_try(x, max / (lo + 0.1 * s), lo, hi, b);
-        sym_try(x, max / (hi + 0.1 * s), lo, hi, b);
+    for (int s = -3; s <= 3; s++) {
+        sym_try(x, max / (lo + 0.3 * s), lo, hi, b);
+        sym_try(x, max / (hi + 0.3 * s), lo, hi, b);
     }
     /* The halves on either side of the winner. */
     uint16_t h = b->d;
-    if ((h & 0x7fff) != 0 && (h & 0x7fff) < 0x7bff) sym_try_half(x, (uint16_t)(h + 1), lo, hi, b);
+    if ((h & 0x7fff) != 0 && (h & 0x7fff) < 0x7bff)
+        sym_try_half(x, (uint16_t)(h + 1), lo, hi, b);
     if ((h & 0x7fff) > 1) sym_try_half(x, (uint16_t)(h - 1), lo, hi, b);
 }
 
@@ -212,12 +213,22 @@ typedef struct aff_best {
 static double aff_assign(const float *x, uint16_t hd, uint16_t hm, int nq,
                          uint8_t *q) {
     float d = fx_f16_to_f32(hd), m = fx_f16_to_f32(hm);
+    /* Beyond this distance from a tie (in x's units) the float rounding
+     * of q * d + m cannot change which level is nearest. */
+    double tol = (fabs((double)m) + nq * fabs((double)d)) * 0x1p-22;
     double err = 0;
     for (int i = 0; i < FX_QK32; i++) {
         int c = 0;
+        double t = 0;
         if (d != 0) {
-            double t = ((double)x[i] - m) / d;
+            t = ((double)x[i] - m) / d;
             c = t <= 0 ? 0 : t >= nq ? nq : (int)floor(t + 0.5);
+        }
+        if (d != 0 && t > 0 && t < nq && (0.5 - fabs(t - c)) * fabs(d) > tol) {
+            double e = (double)x[i] - ((float)c * d + m);
+            err += e * e;
+            q[i] = (uint8_t)c;
+            continue;
         }
         int bq = c;
         double be = INFINITY;
@@ -236,8 +247,25 @@ static double aff_assign(const float *x, uint16_t hd, uint16_t hm, int nq,
     return err;
 }
 
-/* Stored (d, m) -> its error; then the least-squares (d, m) of the levels
- * it gives. */
+/* The least-squares (d, m) of levels q. 0 where the levels are all
+ * equal. */
+static int aff_fit(const float *x, const uint8_t *q, double *d, double *m) {
+    double sq = 0, sqq = 0, sx = 0, sqx = 0, n = FX_QK32;
+    for (int i = 0; i < FX_QK32; i++) {
+        sq += q[i];
+        sqq += (double)q[i] * q[i];
+        sx += x[i];
+        sqx += (double)q[i] * x[i];
+    }
+    double det = n * sqq - sq * sq;
+    if (det <= 0) return 0;
+    *d = (n * sqx - sq * sx) / det;
+    *m = (sqq * sx - sq * sqx) / det;
+    return 1;
+}
+
+/* Stored (d, m) -> its error; with refine, then the least-squares (d, m)
+ * of the levels it gives. */
 static void aff_try_half(const float *x, uint16_t hd, uint16_t hm, int nq,
                          aff_best *b, int refine) {
     uint8_t q[FX_QK32];
@@ -248,24 +276,21 @@ static void aff_try_half(const float *x, uint16_t hd, uint16_t hm, int nq,
         b->m = hm;
         memcpy(b->q, q, sizeof q);
     }
-    if (!refine) return;
-    double sq = 0, sqq = 0, sx = 0, sqx = 0, n = FX_QK32;
-    for (int i = 0; i < FX_QK32; i++) {
-        sq += q[i];
-        sqq += (double)q[i] * q[i];
-        sx += x[i];
-        sqx += (double)q[i] * x[i];
-    }
-    double det = n * sqq - sq * sq;
-    if (det <= 0) return;
-    double d = (n * sqx - sq * sx) / det, m = (sqq * sx - sq * sqx) / det;
-    uint16_t hd2 = to_half(d);
-    aff_try_half(x, hd2, hm, nq, b, 0);
-    aff_try_half(x, hd2, to_half(m), nq, b, 0);
-    /* The best min for the stored d and these levels. */
-    double r = 0, dd = fx_f16_to_f32(hd2);
-    for (int i = 0; i < FX_QK32; i++) r += x[i] - dd * q[i];
-    aff_try_half(x, hd2, to_half(r / n), nq, b, 0);
+    double d, m;
+    if (refine && aff_fit(x, q, &d, &m))
+        aff_try_half(x, to_half(d), to_half(m), nq, b, 0);
+}
+
+/* The best min for the winner's stored d and levels, and the halves on
+ * either side of its d. */
+static void aff_polish(const float *x, int nq, aff_best *b) {
+    uint16_t hd = b->d;
+    double r = 0, d = fx_f16_to_f32(hd);
+    for (int i = 0; i < FX_QK32; i++) r += x[i] - d * b->q[i];
+    aff_try_half(x, hd, to_half(r / FX_QK32), nq, b, 1);
+    if ((hd & 0x7fff) != 0 && (hd & 0x7fff) < 0x7bff)
+        aff_try_half(x, (uint16_t)(hd + 1), b->m, nq, b, 1);
+    if ((hd & 0x7fff) > 1) aff_try_half(x, (uint16_t)(hd - 1), b->m, nq, b, 1);
 }
 
 static void quant_aff(const float *x, int nq, aff_best *b) {
@@ -279,11 +304,13 @@ static void quant_aff(const float *x, int nq, aff_best *b) {
     float d0 = (max - min) / (float)nq;
     aff_try_half(x, to_half(d0), to_half(min), nq, b, 1);
     if (max == min) return;
-    for (int s = -10; s <= 10; s++) {
-        double d = ((double)max - min) / (nq + 0.1 * s);
+    /* Then the range over nq - 0.9 ... nq + 0.9 steps, from either end. */
+    for (int s = -3; s <= 3; s++) {
+        double d = ((double)max - min) / (nq + 0.3 * s);
         aff_try_half(x, to_half(d), to_half(min), nq, b, 1);
         aff_try_half(x, to_half(d), to_half(max - d * nq), nq, b, 1);
     }
+    aff_polish(x, nq, b);
 }
 
 static void quant_aff_blocks(void *out, const float *in, size_t k, int nq) {
