@@ -8,11 +8,12 @@
  * Quantization minimizes each block's squared error directly. Every
  * candidate scale is judged as it is stored (a half, and for IQ4_XS the
  * product with its 6-bit sub-block scale), each weight then taking its
- * nearest level under that scale. The candidates cover ggml's search (the
- * largest magnitude mapped near either end of the levels), each followed
- * by a least-squares step; for IQ4_XS the super-block scale is searched
- * over a range of mappings of the largest sub-block scale, and each
- * sub-block picks its best 6-bit scale for it.
+ * nearest level under that scale. The candidates: the largest magnitude
+ * mapped near either end of the levels, each followed by a least-squares
+ * step, and ggml's own scales (computed as ggml does, so no block is
+ * worse than ggml's); for IQ4_XS the super-block scale is searched over
+ * a range of mappings of the largest sub-block scale, each sub-block
+ * picking its best 6-bit scale for it.
  *
  * Exactness of the error sums: a half has 11 significant bits, ls - 32 at
  * most 6 and kv at most 7, so d * kv, d * (ls - 32) and dl * kv are all
@@ -116,6 +117,65 @@ static double assign(const float *x, int n, double d, uint8_t *L,
     return err;
 }
 
+/* llama.cpp's choice of scale (quantize_row_iq4_nl_impl without an
+ * importance matrix: a fit weighted by x^2, in float), computed the same
+ * way and then judged like any other candidate. For the scales ggml
+ * stores, our levels are the nearest, so no block comes out worse than
+ * ggml's. */
+
+/* The level nearest to t in float, a tie going up (as ggml's search). */
+static int nearest_level_f(float t) {
+    const int8_t *v = fx_iq4nl_values;
+    if (t <= v[0]) return 0;
+    if (t >= v[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (t < v[mid]) hi = mid;
+        else lo = mid;
+    }
+    return t - v[lo] < v[hi] - t ? lo : hi;
+}
+
+/* The weighted sums of the levels that id * x picks. */
+static void ggml_fit(const float *x, float id, float *sqx, float *sqq) {
+    float a = 0, c = 0;
+    for (int i = 0; i < 32; i++) {
+        float q = fx_iq4nl_values[nearest_level_f(id * x[i])];
+        float w = x[i] * x[i];
+        a += w * q * x[i];
+        c += w * q * q;
+    }
+    *sqx = a;
+    *sqq = c;
+}
+
+/* ggml's scale of one block of 32 with ntry tries (-1: its reference
+ * quantizer's single fit); NaN where its float sums overflow. */
+static float ggml_scale(const float *x, int ntry) {
+    const float v0 = fx_iq4nl_values[0];
+    float amax = 0, max = 0;
+    for (int i = 0; i < 32; i++) {
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    }
+    if (amax < 1e-15f) return 0;
+    float d = ntry > 0 ? -max / v0 : max / v0, sqx, sqq;
+    ggml_fit(x, 1 / d, &sqx, &sqq);
+    d = sqx / sqq;
+    float best = d * sqx;
+    for (int t = -ntry; t <= ntry; t++) {
+        ggml_fit(x, ((float)t + v0) / max, &sqx, &sqq);
+        if (sqq > 0 && sqx * sqx > best * sqq) {
+            d = sqx / sqq;
+            best = d * sqx;
+        }
+    }
+    return d;
+}
+
 typedef struct nl_best {
     double err, d;  /* d: the scale as stored */
     uint16_t h;     /* and its half, when stored as one */
@@ -168,6 +228,13 @@ static void nl_search(const float *x, int half, nl_best *b) {
             nl_try(x, max / (double)(fx_iq4nl_values[15] + s), half, b);
         }
     }
+    /* ggml's reference quantizer's scale and its 7-try search's. */
+    if (half) {
+        for (int ntry = -1; ntry <= 7; ntry += 8) {
+            float g = ggml_scale(x, ntry);
+            if (isfinite(g)) nl_try(x, g, half, b);
+        }
+    }
     /* All zeros last: no level is 0, and tiny weights are best left so;
      * last, so that an equal error (huge weights, where the double sum
      * cannot tell) keeps a nonzero scale. */
@@ -216,6 +283,15 @@ static double xs_assign(const float *x, const double *s, uint16_t h,
     return err;
 }
 
+/* The same under given 6-bit scales l. */
+static double xs_fixed(const float *x, uint16_t h, const int8_t *l,
+                       uint8_t *L, double bound) {
+    double d = fx_f16_to_f32(h), err = 0;
+    for (int j = 0; j < 8 && err < bound; j++)
+        err += assign(x + 32 * j, 32, d * l[j], L + 32 * j, bound - err);
+    return err;
+}
+
 static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
     double s[8], smax = 0;
     nl_best b;
@@ -243,6 +319,34 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
                     memcpy(bL, L, sizeof L);
                 }
             }
+        }
+    }
+    /* ggml's super-block scale and 6-bit scales: its largest sub-block
+     * scale on -32. */
+    float sc[8], ms = 0, ams = 0;
+    int finite = 1;
+    for (int j = 0; j < 8; j++) {
+        sc[j] = ggml_scale(x + 32 * j, 7);
+        finite &= isfinite(sc[j]) != 0;
+        if (fabsf(sc[j]) > ams) {
+            ams = fabsf(sc[j]);
+            ms = sc[j];
+        }
+    }
+    float gd = -ms / 32;
+    if (finite && fabsf(gd) <= HALF_MAX) {
+        uint16_t h = fx_f32_to_f16(gd);
+        float id = gd != 0 ? 1 / gd : 0;
+        for (int j = 0; j < 8; j++) {
+            float r = nearbyintf(id * sc[j]);
+            l[j] = (int8_t)(r < -32 ? -32 : r > 31 ? 31 : r);
+        }
+        double e = xs_fixed(x, h, l, L, best);
+        if (e < best) {
+            best = e;
+            bh = h;
+            memcpy(bl, l, sizeof l);
+            memcpy(bL, L, sizeof L);
         }
     }
     /* All zeros last, as in nl_search. */
