@@ -200,18 +200,19 @@ typedef struct qtype {
     double gauss_bound, uniform_bound; /* RMSE / RMS */
 } qtype;
 
-/* Bounds: measured RMSE / RMS of these quantizers on such data, plus
- * about 3%; ggml's reference quantizers measure (gauss, uniform) q4_0
- * 0.0855, 0.0651; q4_1 0.0784, 0.0607; q5_0 0.0427, 0.0312; q5_1 0.0379,
- * 0.0293; iq4_nl 0.0788 (ntry 7: 0.0760), 0.0677; iq4_xs 0.0767, 0.0647:
- * each above its bound here. */
+/* Bounds: measured RMSE / RMS of these quantizers on this data, plus
+ * about 1% (the data are the same on every run, so a search weakened by
+ * less than that already fails). ggml's reference quantizers measure on
+ * such data (gauss, uniform): q4_0 0.0855, 0.0651; q4_1 0.0784, 0.0607;
+ * q5_0 0.0427, 0.0312; q5_1 0.0379, 0.0293; iq4_nl 0.0788 (7 tries:
+ * 0.0760), 0.0677; iq4_xs 0.0767, 0.0647: all above these bounds. */
 static const qtype qtypes[] = {
-    {"q4_0", 32, sizeof(fx_block_q4_0), fx_quantize_q4_0, fx_dequant_q4_0, 0.0830, 0.0610},
-    {"q4_1", 32, sizeof(fx_block_q4_1), fx_quantize_q4_1, fx_dequant_q4_1, 0.0715, 0.0550},
-    {"q5_0", 32, sizeof(fx_block_q5_0), fx_quantize_q5_0, fx_dequant_q5_0, 0.0415, 0.0292},
-    {"q5_1", 32, sizeof(fx_block_q5_1), fx_quantize_q5_1, fx_dequant_q5_1, 0.0345, 0.0266},
-    {"iq4_nl", 32, sizeof(fx_block_iq4_nl), fx_quantize_iq4_nl, fx_dequant_iq4_nl, 0.0752, 0.0636},
-    {"iq4_xs", 256, sizeof(fx_block_iq4_xs), fx_quantize_iq4_xs, fx_dequant_iq4_xs, 0.0755, 0.0638},
+    {"q4_0", 32, sizeof(fx_block_q4_0), fx_quantize_q4_0, fx_dequant_q4_0, 0.0813, 0.0595},
+    {"q4_1", 32, sizeof(fx_block_q4_1), fx_quantize_q4_1, fx_dequant_q4_1, 0.0692, 0.0534},
+    {"q5_0", 32, sizeof(fx_block_q5_0), fx_quantize_q5_0, fx_dequant_q5_0, 0.0401, 0.0284},
+    {"q5_1", 32, sizeof(fx_block_q5_1), fx_quantize_q5_1, fx_dequant_q5_1, 0.0335, 0.0259},
+    {"iq4_nl", 32, sizeof(fx_block_iq4_nl), fx_quantize_iq4_nl, fx_dequant_iq4_nl, 0.0742, 0.0629},
+    {"iq4_xs", 256, sizeof(fx_block_iq4_xs), fx_quantize_iq4_xs, fx_dequant_iq4_xs, 0.0745, 0.0632},
 };
 #define NQTYPES (sizeof qtypes / sizeof qtypes[0])
 
