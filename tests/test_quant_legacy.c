@@ -13,7 +13,7 @@
  *    under the block's stored scale; no block worse than ggml's amax rule
  *    (written again here for the four legacy types); zero, constant,
  *    huge, tiny and mixed-magnitude blocks, with finite output for finite
- *    input.
+ *    input; NaN and inf touch only their own block.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -425,6 +425,34 @@ static void test_quant_special(void **state) {
     }
 }
 
+/* NaN and inf in a block: no undefined behaviour (UBSan checks float to
+ * int conversions), and the other blocks come out as they do alone. */
+static void test_quant_nonfinite(void **state) {
+    (void)state;
+    enum { N = 512 };
+    float x[N];
+    uint64_t rng = 21;
+    for (size_t i = 0; i < N; i++) x[i] = (float)gauss(&rng);
+    for (size_t t = 0; t < NQTYPES; t++) {
+        const qtype *ty = &qtypes[t];
+        float *clean = round_trip(ty, x, N);
+        float bad[N];
+        memcpy(bad, x, sizeof bad);
+        bad[3] = NAN;                     /* first block (and super-block) */
+        bad[N / 2 + 5] = INFINITY;        /* a later one */
+        bad[N / 2 + 6] = -INFINITY;
+        float *y = round_trip(ty, bad, N);
+        size_t bq = ty->qk;
+        for (size_t i = 0; i < N; i++) {
+            size_t blk = i / bq;
+            if (blk == 3 / bq || blk == (N / 2 + 5) / bq) continue;
+            assert_memory_equal(&y[i], &clean[i], sizeof(float));
+        }
+        free(y);
+        free(clean);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequant_q4_0_q5_0),
@@ -434,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_quant_nearest),
         cmocka_unit_test(test_quant_beats_ggml_rule),
         cmocka_unit_test(test_quant_special),
+        cmocka_unit_test(test_quant_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,7 +199,8 @@ static void nl_try(const float *x, double d, int half, nl_best *b) {
             b->h = h;
             memcpy(b->L, L, sizeof L);
         }
-        if (pass == 1 || d == 0) return;
+        /* An infinite error may have stopped assign early: L is partial. */
+        if (pass == 1 || d == 0 || !(err < INFINITY)) return;
         double sxq = 0, sqq = 0;
         for (int i = 0; i < 32; i++) {
             double q = fx_iq4nl_values[L[i]];
@@ -220,6 +221,9 @@ static void nl_search(const float *x, int half, nl_best *b) {
         }
     }
     b->err = INFINITY;
+    b->d = 0; /* if no candidate has a finite error */
+    b->h = 0;
+    memset(b->L, 8, sizeof b->L);
     if (amax != 0) {
         /* The largest magnitude near either end of the levels (each try
          * ends in a least-squares step, so a coarse grid does). */
@@ -264,7 +268,7 @@ static double xs_assign(const float *x, const double *s, uint16_t h,
         int c = 0, r = 0;
         if (d != 0) {
             double t = s[j] / d;
-            c = t <= -32 ? -32 : t >= 30 ? 30 : (int)floor(t);
+            c = !(t > -32) ? -32 : t >= 30 ? 30 : (int)floor(t);
             r = 1;
         }
         double be = INFINITY;
@@ -300,9 +304,10 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
         s[j] = b.d;
         if (fabs(s[j]) > fabs(smax)) smax = s[j];
     }
-    int8_t l[8], bl[8];
+    int8_t l[8], bl[8] = {0}; /* zeros if no error is finite */
     uint8_t L[FX_QK_K], bL[FX_QK_K];
     uint16_t bh = 0;
+    memset(bL, 8, sizeof bL);
     double best = INFINITY;
     if (smax != 0) {
         /* The largest sub-block scale mapped to l near -32 (ggml's choice,
@@ -364,11 +369,13 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
         y->scales_l[j / 2] |= (uint8_t)((ls & 0x0f) << (4 * (j % 2)));
         y->scales_h |= (uint16_t)((ls >> 4) << (2 * j));
         for (int i = 0; i < 16; i++)
-            y->qs[16 * j + i] = (uint8_t)(bL[32 * j + i] | bL[32 * j + 16 + i] << 4);
+            y->qs[16 * j + i] =
+                (uint8_t)(bL[32 * j + i] | bL[32 * j + 16 + i] << 4);
     }
 }
 
 void fx_quantize_iq4_xs(void *out, const float *in, size_t k) {
     fx_block_iq4_xs *y = out;
-    for (size_t i = 0; i < k / FX_QK_K; i++) quant_xs_block(in + FX_QK_K * i, y + i);
+    for (size_t i = 0; i < k / FX_QK_K; i++)
+        quant_xs_block(in + FX_QK_K * i, y + i);
 }

@@ -105,7 +105,8 @@ static double sym_assign(const float *x, uint16_t h, int lo, int hi,
         int v = 0;
         if (d != 0) {
             double t = x[i] / d;
-            v = t <= lo ? lo : t >= hi ? hi : (int)floor(t + 0.5);
+            /* (NaN in x takes lo: no float-to-int of a NaN.) */
+            v = !(t > lo) ? lo : t >= hi ? hi : (int)floor(t + 0.5);
         }
         double e = x[i] - d * v;
         err += e * e;
@@ -152,12 +153,11 @@ static void quant_sym(const float *x, int lo, int hi, sym_best *b) {
             max = x[i];
         }
     }
+    /* Zeros if no candidate has a finite error (inf or NaN in x). */
     b->err = INFINITY;
-    if (amax == 0) {
-        b->d = 0;
-        memset(b->l, 0, sizeof b->l);
-        return;
-    }
+    b->d = 0;
+    memset(b->l, 0, sizeof b->l);
+    if (amax == 0) return;
     /* ggml's rule first: the largest magnitude on the level lo. */
     sym_try(x, max / (float)lo, lo, hi, b);
     /* Then the largest magnitude near either end of the levels. */
@@ -191,7 +191,8 @@ void fx_quantize_q5_0(void *out, const float *in, size_t k) {
         y[i].d = b.d;
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
-            unsigned q0 = (unsigned)(b.l[j] + 16), q1 = (unsigned)(b.l[j + 16] + 16);
+            unsigned q0 = (unsigned)(b.l[j] + 16);
+            unsigned q1 = (unsigned)(b.l[j + 16] + 16);
             y[i].qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
             qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
         }
@@ -222,7 +223,7 @@ static double aff_assign(const float *x, uint16_t hd, uint16_t hm, int nq,
         double t = 0;
         if (d != 0) {
             t = ((double)x[i] - m) / d;
-            c = t <= 0 ? 0 : t >= nq ? nq : (int)floor(t + 0.5);
+            c = !(t > 0) ? 0 : t >= nq ? nq : (int)floor(t + 0.5);
         }
         if (d != 0 && t > 0 && t < nq && (0.5 - fabs(t - c)) * fabs(d) > tol) {
             double e = (double)x[i] - ((float)c * d + m);
@@ -300,6 +301,8 @@ static void quant_aff(const float *x, int nq, aff_best *b) {
         if (x[i] > max) max = x[i];
     }
     b->err = INFINITY;
+    b->d = b->m = 0; /* if no candidate has a finite error */
+    memset(b->q, 0, sizeof b->q);
     /* ggml's rule first. */
     float d0 = (max - min) / (float)nq;
     aff_try_half(x, to_half(d0), to_half(min), nq, b, 1);
@@ -329,7 +332,8 @@ static void quant_aff_blocks(void *out, const float *in, size_t k, int nq) {
             y->m = b.m;
             uint32_t qh = 0;
             for (int j = 0; j < 16; j++) {
-                y->qs[j] = (uint8_t)((b.q[j] & 0x0f) | (b.q[j + 16] & 0x0f) << 4);
+                y->qs[j] = (uint8_t)((b.q[j] & 0x0f) |
+                                     (b.q[j + 16] & 0x0f) << 4);
                 qh |= (uint32_t)(b.q[j] >> 4) << j |
                       (uint32_t)(b.q[j + 16] >> 4) << (j + 16);
             }
