@@ -287,12 +287,13 @@ static double xs_assign(const float *x, const double *s, uint16_t h,
     return err;
 }
 
-/* The same under given 6-bit scales l. */
+/* The same under given 6-bit scales l (each sub-block assigned in full:
+ * a sub-block cut short would undercount). */
 static double xs_fixed(const float *x, uint16_t h, const int8_t *l,
-                       uint8_t *L, double bound) {
+                       uint8_t *L) {
     double d = fx_f16_to_f32(h), err = 0;
-    for (int j = 0; j < 8 && err < bound; j++)
-        err += assign(x + 32 * j, 32, d * l[j], L + 32 * j, bound - err);
+    for (int j = 0; j < 8; j++)
+        err += assign(x + 32 * j, 32, d * l[j], L + 32 * j, INFINITY);
     return err;
 }
 
@@ -346,7 +347,7 @@ static void quant_xs_block(const float *x, fx_block_iq4_xs *y) {
             float r = nearbyintf(id * sc[j]);
             l[j] = (int8_t)(r < -32 ? -32 : r > 31 ? 31 : r);
         }
-        double e = xs_fixed(x, h, l, L, best);
+        double e = xs_fixed(x, h, l, L);
         if (e < best) {
             best = e;
             bh = h;
