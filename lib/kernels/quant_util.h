@@ -72,4 +72,20 @@ static inline void fx_q3k_scale_set(uint8_t *s, const uint8_t *code) {
     }
 }
 
+/* The K-quants' scale searches (quant_kquants_search.c), ggml's
+ * make_qx_quants (weights x^2), make_q3_quants and make_qkx2_quants in
+ * the same float operations, so a block's choice is ggml's choice.
+ * Each takes n values x and writes n level codes to L. */
+/* Symmetric, levels -nmax..nmax-1 stored as 0..2nmax-1; returns the
+ * scale (0 for an all-zero block). */
+float fx_kq_search_sym(int n, int nmax, const float *x, int8_t *L);
+/* As above with the coordinate-descent refinement of make_q3_quants. */
+float fx_kq_search_q3(int n, int nmax, const float *x, int8_t *L);
+/* With a min: x ~ scale * L - *neg_min, L in 0..nmax, weights w; tries
+ * nstep + 1 scales (nmax + rmin + rdelta * i) / (max - min); mad: the
+ * weighted error is |diff| (else diff^2). Returns the scale. */
+float fx_kq_search_min(int n, int nmax, const float *x, const float *w,
+                       uint8_t *L, float *neg_min, float rmin, float rdelta,
+                       int nstep, int mad);
+
 #endif /* FX_KERNELS_QUANT_UTIL_H */
