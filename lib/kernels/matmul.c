@@ -59,8 +59,8 @@ struct fx_kernels {
 };
 
 /* The quantized activations of one call: 4 MiB holds 256 rows of K up to
- * 7700 in one format (a decode step of 256 rows, or a prefill chunk, in
- * one pass), up to 3600 in both; more rows are done in chunks, each
+ * 13000 in one format (a decode step of 256 rows, or a prefill chunk, in
+ * one pass), up to 6800 in both; more rows are done in chunks, each
  * reading W again. */
 #ifndef FX_XQ_BYTES
 #define FX_XQ_BYTES ((size_t)4 << 20)
