@@ -297,8 +297,9 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     /* The tiles use aligned loads/stores on the partial sums. */
     uintptr_t a = ((uintptr_t)kc->scratch_raw + 63) & ~(uintptr_t)63;
     kc->scratch = (float *)a;
-    /* Only calls on integer types write it: with the C library's allocator (4 MiB is
-     * an mmap) a model without Q8_0 weights never faults its pages in. */
+    /* Only calls on block types write it: with the C library's allocator
+     * (4 MiB is an mmap) a model of float weights never faults its pages
+     * in. */
     kc->xq_raw = fx_malloc(alloc, FX_XQ_BYTES + 64);
     if (!kc->xq_raw) {
         fx_free(alloc, kc->scratch_raw);
