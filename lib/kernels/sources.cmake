@@ -13,6 +13,9 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/ops.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_k.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_iq4.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_legacy.c
   ${CMAKE_CURRENT_LIST_DIR}/pool.c)
 list(APPEND FX_SOURCES ${_fx_kernels_sources})
 
