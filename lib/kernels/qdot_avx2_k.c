@@ -59,14 +59,18 @@ FX_ALWAYS_INLINE size_t kq_d_off(fx_wtype T) {
     }
 }
 
-/* One weight row's super-block, loaded and its scales decoded. */
+/* One weight row's super-block with its scales decoded; the quants are
+ * loaded unit by unit (kq_unit): as arrays of vectors GCC kept them on
+ * the stack. */
 typedef struct kq_block {
-    __m256i q[4];    /* quant loads */
-    __m256i h[2];    /* high bits (Q3_K hmask, Q5_K qh, Q6_K qh halves) */
+    const uint8_t *blk;
     __m256i s0, s1;  /* int16 scale sources for the unit shuffles */
     __m256i corr;    /* int16 times bsum: mins (M) or scales (offset) */
-    const uint8_t *qs; /* IQ4_XS: the quant bytes */
 } kq_block;
+
+FX_ALWAYS_INLINE FX_AVX2 __m256i ld32(const uint8_t *p) {
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
 
 /* The 8 6-bit scales and mins of Q4_K and Q5_K (ggml's get_scale_min_k4
  * for all j at once): bytes 0..3 and 4..7 hold j < 4 in their low 6 bits,
@@ -117,70 +121,49 @@ FX_ALWAYS_INLINE FX_AVX2 __m128i xs_scales(const uint8_t *blk) {
                         _mm_set1_epi8(32));
 }
 
-FX_ALWAYS_INLINE FX_AVX2 kq_block kq_load(fx_wtype T, const uint8_t *blk) {
-    kq_block B;
-    memset(&B, 0, sizeof B);
+/* Fills the fields type T uses (the others are never read). */
+FX_ALWAYS_INLINE FX_AVX2 void kq_load(fx_wtype T, const uint8_t *blk,
+                                      kq_block *B) {
+    B->blk = blk;
     switch (T) {
     case FX_WTYPE_Q2_K: {
-        const uint8_t *qs = blk + offsetof(fx_block_q2_K, qs);
-        for (int c = 0; c < 2; c++)
-            B.q[c] = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
         const __m128i sb = _mm_loadu_si128((const __m128i *)(const void *)blk);
         const __m128i m4 = _mm_set1_epi8(0x0f);
         const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(sb, m4));
-        B.s0 = _mm256_permute4x64_epi64(sc, 0x44);
-        B.s1 = _mm256_permute4x64_epi64(sc, 0xee);
-        B.corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), m4));
+        B->s0 = _mm256_permute4x64_epi64(sc, 0x44);
+        B->s1 = _mm256_permute4x64_epi64(sc, 0xee);
+        B->corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), m4));
         break;
     }
     case FX_WTYPE_Q3_K: {
-        const uint8_t *qs = blk + offsetof(fx_block_q3_K, qs);
-        for (int c = 0; c < 2; c++)
-            B.q[c] = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
-        B.h[0] = _mm256_loadu_si256((const __m256i *)(const void *)blk);
         const __m256i sc = _mm256_cvtepi8_epi16(
             k3_scales(blk + offsetof(fx_block_q3_K, scales)));
-        B.s0 = _mm256_permute4x64_epi64(sc, 0x44);
-        B.s1 = _mm256_permute4x64_epi64(sc, 0xee);
-        B.corr = sc;
+        B->s0 = _mm256_permute4x64_epi64(sc, 0x44);
+        B->s1 = _mm256_permute4x64_epi64(sc, 0xee);
+        B->corr = sc;
         break;
     }
     case FX_WTYPE_Q6_K: {
-        for (int c = 0; c < 4; c++)
-            B.q[c] = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 * c));
-        const uint8_t *qh = blk + offsetof(fx_block_q6_K, qh);
-        for (int c = 0; c < 2; c++)
-            B.h[c] = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * c));
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(
             (const __m128i *)(const void *)(blk + offsetof(fx_block_q6_K, scales))));
-        B.s0 = _mm256_permute4x64_epi64(sc, 0x44);
-        B.s1 = _mm256_permute4x64_epi64(sc, 0xee);
-        B.corr = sc;
+        B->s0 = _mm256_permute4x64_epi64(sc, 0x44);
+        B->s1 = _mm256_permute4x64_epi64(sc, 0xee);
+        B->corr = sc;
         break;
     }
     case FX_WTYPE_IQ4_XS:
-        B.qs = blk + offsetof(fx_block_iq4_xs, qs);
-        B.s0 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(xs_scales(blk)));
+        B->s0 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(xs_scales(blk)));
         break;
     default: { /* Q4_K, Q5_K */
-        const bool q5 = T == FX_WTYPE_Q5_K;
-        const uint8_t *qs = blk + (q5 ? offsetof(fx_block_q5_K, qs)
-                                      : offsetof(fx_block_q4_K, qs));
-        for (int c = 0; c < 4; c++)
-            B.q[c] = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
-        if (q5)
-            B.h[0] = _mm256_loadu_si256(
-                (const __m256i *)(const void *)(blk + offsetof(fx_block_q5_K, qh)));
         __m128i sc8, mn8;
         k4_scales(blk + offsetof(fx_block_q4_K, scales), &sc8, &mn8);
-        B.s0 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+        B->s0 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
         /* each min twice: the madd with the 16 bsums of 16 gives the 8
          * sub-blocks of 32 */
-        B.corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+        B->corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
         break;
     }
     }
-    return B;
 }
 
 /* v shifted left by s bits (right for s < 0), 16-bit lanes; s constant. */
@@ -191,37 +174,44 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i shl16(__m256i v, int s) {
 }
 
 /* Unit u's 32 quants as unsigned bytes (IQ4_XS: the signed levels). */
-FX_ALWAYS_INLINE FX_AVX2 __m256i kq_unit(fx_wtype T, const kq_block *B, int u,
+FX_ALWAYS_INLINE FX_AVX2 __m256i kq_unit(fx_wtype T, const uint8_t *blk, int u,
                                          __m256i kv) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     switch (T) {
     case FX_WTYPE_Q2_K:
-        return _mm256_and_si256(shl16(B->q[u / 4], -2 * (u % 4)),
-                                _mm256_set1_epi8(3));
+        return _mm256_and_si256(
+            shl16(ld32(blk + offsetof(fx_block_q2_K, qs) + 32 * (u / 4)), -2 * (u % 4)),
+            _mm256_set1_epi8(3));
     case FX_WTYPE_Q3_K: /* q + 4 = low 2 bits | hmask bit u as 4 */
         return _mm256_or_si256(
-            _mm256_and_si256(shl16(B->q[u / 4], -2 * (u % 4)), _mm256_set1_epi8(3)),
-            _mm256_and_si256(shl16(B->h[0], 2 - u), _mm256_set1_epi8(4)));
+            _mm256_and_si256(
+                shl16(ld32(blk + offsetof(fx_block_q3_K, qs) + 32 * (u / 4)), -2 * (u % 4)),
+                _mm256_set1_epi8(3)),
+            _mm256_and_si256(shl16(ld32(blk), 2 - u), _mm256_set1_epi8(4)));
     case FX_WTYPE_Q6_K: { /* q + 32: ql nibble | 2 qh bits as 0x30 */
         const int s = u % 4;
-        const __m256i ql = B->q[2 * (u / 4) + (s & 1)];
+        const __m256i ql = ld32(blk + 64 * (u / 4) + 32 * (s & 1));
+        const __m256i qh = ld32(blk + offsetof(fx_block_q6_K, qh) + 32 * (u / 4));
         const __m256i lo = _mm256_and_si256(s < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
         return _mm256_or_si256(
-            lo, _mm256_and_si256(shl16(B->h[u / 4], 4 - 2 * s), _mm256_set1_epi8(0x30)));
+            lo, _mm256_and_si256(shl16(qh, 4 - 2 * s), _mm256_set1_epi8(0x30)));
     }
     case FX_WTYPE_IQ4_XS: {
-        const __m256i b = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128((const __m128i *)(const void *)(B->qs + 16 * u)));
+        const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+            (const __m128i *)(const void *)(blk + offsetof(fx_block_iq4_xs, qs) + 16 * u)));
         return _mm256_shuffle_epi8(
             kv, _mm256_and_si256(
                     _mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), m4));
     }
-    default: { /* Q4_K, Q5_K: unit 2c low nibbles of q[c], 2c + 1 high */
-        const __m256i ql = B->q[u / 2];
+    default: { /* Q4_K, Q5_K: unit 2c low nibbles of the quants' 32c.., 2c + 1 high */
+        const bool q5 = T == FX_WTYPE_Q5_K;
+        const __m256i ql = ld32(blk + (q5 ? offsetof(fx_block_q5_K, qs)
+                                          : offsetof(fx_block_q4_K, qs)) + 32 * (u / 2));
         const __m256i lo = _mm256_and_si256(u % 2 ? _mm256_srli_epi16(ql, 4) : ql, m4);
-        if (T != FX_WTYPE_Q5_K) return lo;
+        if (!q5) return lo;
         return _mm256_or_si256(
-            lo, _mm256_and_si256(shl16(B->h[0], 4 - u), _mm256_set1_epi8(0x10)));
+            lo, _mm256_and_si256(shl16(ld32(blk + offsetof(fx_block_q5_K, qh)), 4 - u),
+                                 _mm256_set1_epi8(0x10)));
     }
     }
 }
@@ -253,12 +243,13 @@ FX_ALWAYS_INLINE FX_AVX2 void kq_dot(fx_wtype T, int MR, const uint8_t *blk,
                                      const uint8_t *const *xs,
                                      const uint8_t *const *bs, __m256i kv,
                                      __m256i *P, __m256i *M) {
-    const kq_block B = kq_load(T, blk);
+    kq_block B;
+    kq_load(T, blk, &B);
     FX_UNROLL
     for (int i = 0; i < MR; i++) P[i] = _mm256_setzero_si256();
     FX_UNROLL
     for (int u = 0; u < 8; u++) {
-        const __m256i w = kq_unit(T, &B, u, kv);
+        const __m256i w = kq_unit(T, blk, u, kv);
         const __m256i sc = kq_scale(T, &B, u);
         const __m256i aw = T == FX_WTYPE_IQ4_XS ? _mm256_abs_epi8(w) : w;
         FX_UNROLL
