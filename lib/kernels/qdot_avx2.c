@@ -21,7 +21,9 @@
 #define FX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FX_UNROLL _Pragma("GCC unroll 8")
+#ifndef FX_PF_DIST
 #define FX_PF_DIST 2048
+#endif
 
 /* ---- FX_XQ_256: the activation quantizer of the K-quants and IQ4_XS ----
  *

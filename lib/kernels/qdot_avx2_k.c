@@ -26,7 +26,9 @@
 #define FX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FX_UNROLL _Pragma("GCC unroll 8")
+#ifndef FX_PF_DIST
 #define FX_PF_DIST 2048
+#endif
 
 /* Marks v as live in a register here (matmul_q8.c says why: GCC otherwise
  * reassociates the exact integer sums into trees and spills them). */
