@@ -35,7 +35,9 @@ endif()
 # slab, group, chunk and task edge is crossed many times even by small
 # shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
-  matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
+  matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c
+  qtypes.c qdot_portable.c qdot_avx2.c qdot_avx512.c quant_legacy.c
+  quant_iq4.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 # OpenBLAS is not linked here either: the fast-mode tests load it at run
 # time, as the library does.
