@@ -30,6 +30,11 @@ static const fx_qtype qtypes[] = {
     FX_QTYPE(Q5_0, q5_0, fx_block_q5_0, FX_QK32, FX_XQ_32),
     FX_QTYPE(Q5_1, q5_1, fx_block_q5_1, FX_QK32, FX_XQ_32),
     FX_QTYPE(IQ4_NL, iq4_nl, fx_block_iq4_nl, FX_QK32, FX_XQ_32),
+    FX_QTYPE(Q2_K, q2_K, fx_block_q2_K, FX_QK_K, FX_XQ_256),
+    FX_QTYPE(Q3_K, q3_K, fx_block_q3_K, FX_QK_K, FX_XQ_256),
+    FX_QTYPE(Q4_K, q4_K, fx_block_q4_K, FX_QK_K, FX_XQ_256),
+    FX_QTYPE(Q5_K, q5_K, fx_block_q5_K, FX_QK_K, FX_XQ_256),
+    FX_QTYPE(Q6_K, q6_K, fx_block_q6_K, FX_QK_K, FX_XQ_256),
     FX_QTYPE(IQ4_XS, iq4_xs, fx_block_iq4_xs, FX_QK_K, FX_XQ_256),
 };
 
