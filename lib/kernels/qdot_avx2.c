@@ -16,10 +16,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
-#define FX_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FX_UNROLL _Pragma("GCC unroll 8")
 #ifndef FX_PF_DIST
 #define FX_PF_DIST 2048
@@ -200,15 +196,6 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i b32_quants(fx_wtype T, const uint8_t *blk,
     }
 }
 
-/* The 4 rows' sums of 8 int32 lanes each, as one xmm [d0 d1 d2 d3]. */
-FX_ALWAYS_INLINE FX_AVX2 __m128i sum4rows(__m256i d0, __m256i d1, __m256i d2,
-                                          __m256i d3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d0, d1),
-                                        _mm256_hadd_epi32(d2, d3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h),
-                         _mm256_extracti128_si256(h, 1));
-}
-
 /* MR x rows against 4 weight rows from row n (nr < 4 real rows repeat the
  * last one; its extra lanes are not stored). Per block: each weight row's
  * quants decoded once for the MR x rows; per x row, maddubs and madd give
@@ -238,20 +225,17 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
     for (int i = 0; i < MR; i++) acc[i] = _mm_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         __m256i w[4], aw[4];
-        uint16_t dh[4], mh[4] = {0, 0, 0, 0};
+        const uint8_t *blk[4];
         FX_UNROLL
         for (int j = 0; j < 4; j++) {
-            const uint8_t *blk = rw[j] + b * bb;
-            _mm_prefetch((const char *)blk + FX_PF_DIST, _MM_HINT_T0);
-            memcpy(&dh[j], blk, sizeof dh[j]);
-            if (has_min) memcpy(&mh[j], blk + 2, sizeof mh[j]);
-            w[j] = b32_quants(T, blk, kv);
+            blk[j] = rw[j] + b * bb;
+            _mm_prefetch((const char *)blk[j] + FX_PF_DIST, _MM_HINT_T0);
+            w[j] = b32_quants(T, blk[j], kv);
             aw[j] = is_signed ? _mm256_abs_epi8(w[j]) : w[j];
         }
-        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(
-            (short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
-        const __m128 mw = _mm_cvtph_ps(_mm_setr_epi16(
-            (short)mh[0], (short)mh[1], (short)mh[2], (short)mh[3], 0, 0, 0, 0));
+        /* d (has_min: d and m) of the 4 rows */
+        const __m256 dm = has_min ? f16x4x2_at(blk) : _mm256_setzero_ps();
+        const __m128 dw = has_min ? _mm_setzero_ps() : f16x4_at(blk);
         FX_UNROLL
         for (int i = 0; i < MR; i++) {
             const __m256i xv = _mm256_loadu_si256(
@@ -263,18 +247,23 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
                     _mm256_maddubs_epi16(aw[j], is_signed ? _mm256_sign_epi8(xv, w[j])
                                                           : xv),
                     ones);
-            __m128i p = sum4rows(d[0], d[1], d[2], d[3]);
-            int32_t nc;
-            float dx;
-            memcpy(&nc, xr[i] + k + 4 * b, sizeof nc);
-            memcpy(&dx, xr[i] + k + 4 * nb + 4 * b, sizeof dx);
-            if (T == FX_WTYPE_Q4_0) p = _mm_add_epi32(p, _mm_set1_epi32(nc / 16));
-            if (T == FX_WTYPE_Q5_0) p = _mm_add_epi32(p, _mm_set1_epi32(nc / 8));
-            const __m128 vdx = _mm_set1_ps(dx);
-            acc[i] = _mm_fmadd_ps(_mm_mul_ps(dw, vdx), _mm_cvtepi32_ps(p), acc[i]);
-            if (has_min)
-                acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm_mul_ps(mw, vdx), neg),
-                                      _mm_set1_ps((float)(nc / 128)), acc[i]);
+            __m128i p = sum4rows_unpack(d[0], d[1], d[2], d[3]);
+            /* nc and dx broadcast straight from memory; nc is a multiple
+             * of 128, so the arithmetic shifts divide exactly */
+            const __m128i nc = _mm_castps_si128(
+                _mm_broadcast_ss((const float *)(const void *)(xr[i] + k + 4 * b)));
+            const float *dx = (const float *)(const void *)(xr[i] + k + 4 * nb + 4 * b);
+            if (T == FX_WTYPE_Q4_0) p = _mm_add_epi32(p, _mm_srai_epi32(nc, 4));
+            if (T == FX_WTYPE_Q5_0) p = _mm_add_epi32(p, _mm_srai_epi32(nc, 3));
+            if (has_min) {
+                const __m256 s = _mm256_mul_ps(dm, _mm256_broadcast_ss(dx));
+                acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(s), _mm_cvtepi32_ps(p), acc[i]);
+                acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm256_extractf128_ps(s, 1), neg),
+                                      _mm_cvtepi32_ps(_mm_srai_epi32(nc, 7)), acc[i]);
+            } else {
+                acc[i] = _mm_fmadd_ps(_mm_mul_ps(dw, _mm_broadcast_ss(dx)),
+                                      _mm_cvtepi32_ps(p), acc[i]);
+            }
         }
     }
     FX_UNROLL

@@ -21,10 +21,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
-#define FX_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FX_UNROLL _Pragma("GCC unroll 8")
 #ifndef FX_PF_DIST
 #define FX_PF_DIST 2048
@@ -274,14 +270,6 @@ FX_ALWAYS_INLINE FX_AVX2 void kq_dot(fx_wtype T, int MR, const uint8_t *blk,
     }
 }
 
-FX_ALWAYS_INLINE FX_AVX2 __m128i sum4rows(__m256i d0, __m256i d1, __m256i d2,
-                                          __m256i d3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d0, d1),
-                                        _mm256_hadd_epi32(d2, d3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h),
-                         _mm256_extracti128_si256(h, 1));
-}
-
 FX_ALWAYS_INLINE __m128i f16x4(const uint16_t *h) {
     return _mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3],
                           0, 0, 0, 0);
@@ -332,10 +320,10 @@ FX_ALWAYS_INLINE FX_AVX2 void ktile(const fx_wtype T, const int MR,
             float dx;
             memcpy(&dx, xr[i] + k + k / 8 + 4 * sb, sizeof dx);
             const __m128 vdx = _mm_set1_ps(dx);
-            const __m128i p = sum4rows(P[0][i], P[1][i], P[2][i], P[3][i]);
+            const __m128i p = sum4rows_hadd(P[0][i], P[1][i], P[2][i], P[3][i]);
             acc[i] = _mm_fmadd_ps(_mm_mul_ps(dw, vdx), _mm_cvtepi32_ps(p), acc[i]);
             if (has_min) {
-                const __m128i mm = sum4rows(M[0][i], M[1][i], M[2][i], M[3][i]);
+                const __m128i mm = sum4rows_hadd(M[0][i], M[1][i], M[2][i], M[3][i]);
                 acc[i] = _mm_fmadd_ps(_mm_xor_ps(_mm_mul_ps(mw, vdx), neg),
                                       _mm_cvtepi32_ps(mm), acc[i]);
             }
