@@ -119,11 +119,12 @@ fx_xq_fn fx_xq256_avx2(void) { return xq256_avx2; }
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 /* W rows in groups read from memory once per call: chunks of 4 x rows find
- * the group in L1/L2 (24 rows of K = 4096 at 4.5 bits: 55 KiB). */
+ * the group in L1/L2 (24 rows of K = 4096 at 4.5 bits: 55 KiB). A multiple
+ * of 8, the widest tile. */
 #define FX_QGROUP 24
 
 void fx_qavx2_rows_range(const fx_mm_job *job, size_t n0, size_t n1,
-                         const fx_qtile_fn tiles[4]) {
+                         const fx_qtile_fn tiles[4], size_t rows1) {
     for (size_t n = n0; n < n1; n += FX_QGROUP) {
         const size_t g = min_sz(FX_QGROUP, n1 - n);
         for (size_t m = 0; m < job->m; m += 4) {
@@ -132,10 +133,11 @@ void fx_qavx2_rows_range(const fx_mm_job *job, size_t n0, size_t n1,
             float *yr[4];
             for (size_t i = 0; i < mr; i++)
                 xr[i] = job->xq + (m + i) * job->xq_ld;
-            for (size_t j = 0; j < g; j += 4) {
+            const size_t step = mr == 1 ? rows1 : 4;
+            for (size_t j = 0; j < g; j += step) {
                 for (size_t i = 0; i < mr; i++)
                     yr[i] = job->y + (m + i) * job->ldy + n + j;
-                tiles[mr - 1](job, n + j, min_sz(4, g - j), xr, yr);
+                tiles[mr - 1](job, n + j, min_sz(step, g - j), xr, yr);
             }
         }
     }
@@ -278,6 +280,75 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
     }
 }
 
+/* The 8 f16 at p[0..7] + off as a ymm of floats (packed as f16x4_at). */
+FX_ALWAYS_INLINE FX_AVX2 __m256 f16x8_at(const uint8_t *const *p, size_t off) {
+    uint64_t v[2] = {0, 0};
+    FX_UNROLL
+    for (int j = 0; j < 8; j++) v[j / 4] |= u16_at(p[j] + off) << 16 * (j % 4);
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
+}
+
+/* One x row against 8 weight rows (nr < 8 real rows repeat the last
+ * one), tile32's arithmetic with 8 rows a ymm. Why: a tile's
+ * accumulators are one chain of fmas through the blocks (the contract),
+ * and with one x row and 4 rows that chain's latency, 1 or 2 fmas a
+ * block of 32, bounded the loop; 8 rows halve it per row. */
+FX_ALWAYS_INLINE FX_AVX2 void tile32_r8(const fx_wtype T, const fx_mm_job *job,
+                                        size_t n, size_t nr,
+                                        const uint8_t *const *xr,
+                                        float *const *yr) {
+    const size_t k = job->k, nb = k / FX_QK32, bb = b32_bytes(T);
+    const bool has_min = T == FX_WTYPE_Q4_1 || T == FX_WTYPE_Q5_1;
+    const bool is_signed = T == FX_WTYPE_IQ4_NL;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i kv = is_signed ? _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                                       (const __m128i *)(const void *)fx_iq4nl_values))
+                                 : _mm256_setzero_si256();
+    const __m256 neg = _mm256_set1_ps(-0.0f);
+    const uint8_t *rw[8];
+    for (size_t j = 0; j < 8; j++)
+        rw[j] = job->w + (n + min_sz(j, nr - 1)) * job->row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *blk[8];
+        const __m256i xv = _mm256_loadu_si256(
+            (const __m256i *)(const void *)(xr[0] + FX_QK32 * b));
+        __m256i d[8];
+        FX_UNROLL
+        for (int j = 0; j < 8; j++) {
+            blk[j] = rw[j] + b * bb;
+            _mm_prefetch((const char *)blk[j] + FX_PF_DIST, _MM_HINT_T0);
+            const __m256i w = b32_quants(T, blk[j], kv);
+            d[j] = _mm256_madd_epi16(
+                is_signed ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w))
+                          : _mm256_maddubs_epi16(w, xv),
+                ones);
+        }
+        /* [rows 0..3 | rows 4..7] */
+        const __m128i lo = sum4rows_unpack(d[0], d[1], d[2], d[3]);
+        const __m128i hi = sum4rows_unpack(d[4], d[5], d[6], d[7]);
+        __m256i p = _mm256_setr_m128i(lo, hi);
+        const __m256i nc = _mm256_castps_si256(
+            _mm256_broadcast_ss((const float *)(const void *)(xr[0] + k + 4 * b)));
+        const __m256 dx = _mm256_broadcast_ss(
+            (const float *)(const void *)(xr[0] + k + 4 * nb + 4 * b));
+        if (T == FX_WTYPE_Q4_0) p = _mm256_add_epi32(p, _mm256_srai_epi32(nc, 4));
+        if (T == FX_WTYPE_Q5_0) p = _mm256_add_epi32(p, _mm256_srai_epi32(nc, 3));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(f16x8_at(blk, 0), dx),
+                              _mm256_cvtepi32_ps(p), acc);
+        if (has_min)
+            acc = _mm256_fmadd_ps(_mm256_xor_ps(_mm256_mul_ps(f16x8_at(blk, 2), dx), neg),
+                                  _mm256_cvtepi32_ps(_mm256_srai_epi32(nc, 7)), acc);
+    }
+    if (nr == 8) {
+        _mm256_storeu_ps(yr[0], acc);
+    } else {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, acc);
+        memcpy(yr[0], tmp, nr * sizeof(float));
+    }
+}
+
 #define FX_TILE32_MR(T, NAME, MR)                                            \
     static FX_AVX2 void NAME##_##MR(const fx_mm_job *job, size_t n,          \
                                     size_t nr, const uint8_t *const *xr,     \
@@ -285,14 +356,19 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
         tile32(T, MR, job, n, nr, xr, yr);                                   \
     }
 #define FX_TILE32(T, NAME)                                                   \
-    FX_TILE32_MR(T, NAME, 1) FX_TILE32_MR(T, NAME, 2)                        \
+    static FX_AVX2 void NAME##_1(const fx_mm_job *job, size_t n, size_t nr,  \
+                                 const uint8_t *const *xr,                   \
+                                 float *const *yr) {                         \
+        tile32_r8(T, job, n, nr, xr, yr);                                    \
+    }                                                                        \
+    FX_TILE32_MR(T, NAME, 2)                                                 \
     FX_TILE32_MR(T, NAME, 3) FX_TILE32_MR(T, NAME, 4)                        \
     static void NAME##_range(const fx_mm_job *job, size_t n0, size_t n1,     \
                              float *scratch) {                               \
         static const fx_qtile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3,   \
                                              NAME##_4};                      \
         (void)scratch;                                                       \
-        fx_qavx2_rows_range(job, n0, n1, tiles);                             \
+        fx_qavx2_rows_range(job, n0, n1, tiles, 8);                          \
     }
 FX_TILE32(FX_WTYPE_Q4_0, q4_0)
 FX_TILE32(FX_WTYPE_Q4_1, q4_1)

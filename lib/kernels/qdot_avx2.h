@@ -12,13 +12,14 @@
 fx_mm_range_fn fx_qmm_avx2_k(fx_wtype t);
 
 /* One register tile: up to 4 x rows (xr: their quantized rows, yr: their
- * outputs from column n) against weight rows n .. n + nr - 1 (nr <= 4). */
+ * outputs from column n) against weight rows n .. n + nr - 1 (nr <= 4, or
+ * <= the range's rows1 for one x row). */
 typedef void (*fx_qtile_fn)(const fx_mm_job *job, size_t n, size_t nr,
                             const uint8_t *const *xr, float *const *yr);
-/* Columns [n0, n1) of every row, tiles[mr - 1] doing mr x rows at once
- * (AVX2 builds only). */
+/* Columns [n0, n1) of every row, tiles[mr - 1] doing mr x rows at once,
+ * 4 weight rows a tile (rows1, 4 or 8, for one x row; AVX2 builds only). */
 void fx_qavx2_rows_range(const fx_mm_job *job, size_t n0, size_t n1,
-                         const fx_qtile_fn tiles[4]);
+                         const fx_qtile_fn tiles[4], size_t rows1);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 

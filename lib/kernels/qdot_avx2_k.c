@@ -355,7 +355,7 @@ FX_ALWAYS_INLINE FX_AVX2 void ktile(const fx_wtype T, const int MR,
         static const fx_qtile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3,   \
                                              NAME##_4};                      \
         (void)scratch;                                                       \
-        fx_qavx2_rows_range(job, n0, n1, tiles);                             \
+        fx_qavx2_rows_range(job, n0, n1, tiles, 4);                          \
     }
 FX_KTILE(FX_WTYPE_Q2_K, q2_K)
 FX_KTILE(FX_WTYPE_Q3_K, q3_K)
