@@ -61,7 +61,6 @@ FX_ALWAYS_INLINE size_t kq_d_off(fx_wtype T) {
  * loaded unit by unit (kq_unit): as arrays of vectors GCC kept them on
  * the stack. */
 typedef struct kq_block {
-    const uint8_t *blk;
     __m256i s0, s1;  /* int16 scale sources for the unit shuffles */
     __m256i corr;    /* int16 times bsum: mins (M) or scales (offset) */
 } kq_block;
@@ -122,7 +121,6 @@ FX_ALWAYS_INLINE FX_AVX2 __m128i xs_scales(const uint8_t *blk) {
 /* Fills the fields type T uses (the others are never read). */
 FX_ALWAYS_INLINE FX_AVX2 void kq_load(fx_wtype T, const uint8_t *blk,
                                       kq_block *B) {
-    B->blk = blk;
     switch (T) {
     case FX_WTYPE_Q2_K: {
         const __m128i sb = _mm_loadu_si128((const __m128i *)(const void *)blk);
