@@ -198,6 +198,39 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i b32_quants(fx_wtype T, const uint8_t *blk,
     }
 }
 
+/* The sums of 4 rows' maddubs products (16 int16 each), as one xmm of
+ * int32: the reduction tree of sum4rows_unpack run on int16 and widened
+ * once by one madd, instead of a madd per row. Exact for weights q <= 31:
+ * an int16 then holds at most 8 products, 8 * 31 * 127 = 31496 < 2^15. */
+FX_ALWAYS_INLINE FX_AVX2 __m128i sum4rows_i16(__m256i a, __m256i b, __m256i c,
+                                              __m256i d, __m256i ones) {
+    const __m256i ab = _mm256_add_epi16(_mm256_unpacklo_epi32(a, b),
+                                        _mm256_unpackhi_epi32(a, b));
+    const __m256i cd = _mm256_add_epi16(_mm256_unpacklo_epi32(c, d),
+                                        _mm256_unpackhi_epi32(c, d));
+    const __m256i v = _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd)),
+        ones);
+    return _mm_add_epi32(_mm256_castsi256_si128(v),
+                         _mm256_extracti128_si256(v, 1));
+}
+
+/* A row's maddubs products and their 4-row sum: IQ4_NL's products (up to
+ * 127 * 127 a pair) are widened first, the others' (q <= 31) after the
+ * tree (sum4rows_i16). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i b32_prod(bool is_signed, __m256i aw, __m256i w,
+                                          __m256i xv, __m256i ones) {
+    if (is_signed)
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
+    return _mm256_maddubs_epi16(w, xv);
+}
+
+FX_ALWAYS_INLINE FX_AVX2 __m128i b32_sum4(bool is_signed, const __m256i *d,
+                                          __m256i ones) {
+    return is_signed ? sum4rows_unpack(d[0], d[1], d[2], d[3])
+                     : sum4rows_i16(d[0], d[1], d[2], d[3], ones);
+}
+
 /* MR x rows against 4 weight rows from row n (nr < 4 real rows repeat the
  * last one; its extra lanes are not stored). Per block: each weight row's
  * quants decoded once for the MR x rows; per x row, maddubs and madd give
@@ -245,11 +278,8 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
             __m256i d[4];
             FX_UNROLL
             for (int j = 0; j < 4; j++)
-                d[j] = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(aw[j], is_signed ? _mm256_sign_epi8(xv, w[j])
-                                                          : xv),
-                    ones);
-            __m128i p = sum4rows_unpack(d[0], d[1], d[2], d[3]);
+                d[j] = b32_prod(is_signed, aw[j], w[j], xv, ones);
+            __m128i p = b32_sum4(is_signed, d, ones);
             /* nc and dx broadcast straight from memory; nc is a multiple
              * of 128, so the arithmetic shifts divide exactly */
             const __m128i nc = _mm_castps_si128(
@@ -319,14 +349,11 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32_r8(const fx_wtype T, const fx_mm_job *job,
             blk[j] = rw[j] + b * bb;
             _mm_prefetch((const char *)blk[j] + FX_PF_DIST, _MM_HINT_T0);
             const __m256i w = b32_quants(T, blk[j], kv);
-            d[j] = _mm256_madd_epi16(
-                is_signed ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w))
-                          : _mm256_maddubs_epi16(w, xv),
-                ones);
+            d[j] = b32_prod(is_signed, _mm256_abs_epi8(w), w, xv, ones);
         }
         /* [rows 0..3 | rows 4..7] */
-        const __m128i lo = sum4rows_unpack(d[0], d[1], d[2], d[3]);
-        const __m128i hi = sum4rows_unpack(d[4], d[5], d[6], d[7]);
+        const __m128i lo = b32_sum4(is_signed, d, ones);
+        const __m128i hi = b32_sum4(is_signed, d + 4, ones);
         __m256i p = _mm256_setr_m128i(lo, hi);
         const __m256i nc = _mm256_castps_si256(
             _mm256_broadcast_ss((const float *)(const void *)(xr[0] + k + 4 * b)));
