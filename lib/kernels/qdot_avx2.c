@@ -4,8 +4,9 @@
  * quantizer, and the AVX2 kernel table of every block-quantized type (the
  * K-quants and IQ4_XS: qdot_avx2_k.c). quants.h fixes the arithmetic:
  * each block's integers P (and M) exact, then one or two fmas per block in
- * block order. Here the fmas run for 4 weight rows at once in one xmm,
- * each lane exactly the scalar definition of its row, and the integer
+ * block order. Here the fmas run for 4 weight rows at once in one xmm (8
+ * in a ymm for one x row), each lane exactly the scalar definition of its
+ * row, and the integer
  * work is maddubs (u8 weights x s8 activations) plus madd to int32.
  */
 #include "qdot_avx2.h"
@@ -121,7 +122,9 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 /* W rows in groups read from memory once per call: chunks of 4 x rows find
  * the group in L1/L2 (24 rows of K = 4096 at 4.5 bits: 55 KiB). A multiple
  * of 8, the widest tile. */
+#ifndef FX_QGROUP
 #define FX_QGROUP 24
+#endif
 
 void fx_qavx2_rows_range(const fx_mm_job *job, size_t n0, size_t n1,
                          const fx_qtile_fn tiles[4], size_t rows1) {
