@@ -13,6 +13,7 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/ops.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_k.c
   ${CMAKE_CURRENT_LIST_DIR}/quant_iq4.c
   ${CMAKE_CURRENT_LIST_DIR}/quant_legacy.c
   ${CMAKE_CURRENT_LIST_DIR}/pool.c)
