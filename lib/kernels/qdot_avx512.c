@@ -60,16 +60,24 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
         /* The next group's rows (within the matrix), a slice a block. */
         const uint8_t *pf = NULL;
         size_t pf_step = 0;
-        if (n + grp < job->n) {
-            const size_t bytes = min_sz(grp, job->n - n - grp) * rb;
-            pf = job->w + (n + grp) * rb;
+        const size_t ahead = grp * FX_QPF_GROUPS;
+        if (FX_QPF_GROUPS > 0 && n + ahead < job->n) {
+            const size_t bytes = min_sz(grp, job->n - n - ahead) * rb;
+            pf = job->w + (n + ahead) * rb;
             pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
         }
         for (size_t m0 = 0; m0 < job->m; m0 += FX_QMBLOCK) {
             const size_t m1 = min_sz(job->m, m0 + FX_QMBLOCK);
-            const bool more = m1 - m0 > FX_QXR && can_pack;
-            for (size_t m = m0; m < m1; m += FX_QXR) {
-                const size_t xr = min_sz(FX_QXR, m1 - m);
+            /* passes of 8, 4, 2, 1 rows; after the first, the blocks
+             * unpacked by it */
+            const size_t first = m1 - m0 >= 8 ? 8 : m1 - m0 >= 4 ? 4
+                                 : m1 - m0 >= 2 ? 2 : 1;
+            const bool more = m1 - m0 > first && can_pack;
+            size_t xr;
+            for (size_t m = m0; m < m1; m += xr) {
+                const size_t left = m1 - m;
+                const int fi = left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0;
+                xr = (size_t)1 << fi;
                 fx_qxrow x[FX_QXR];
                 float *yr[FX_QXR];
                 for (size_t r = 0; r < xr; r++) {
@@ -80,8 +88,8 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
                     yr[r] = job->y + (m + r) * job->ldy + n;
                 }
                 const int mode = !more ? 0 : m == m0 ? 1 : 2;
-                fns[xr - 1](&g, x, nb, bb, pack, mode,
-                            m == m0 ? pf : NULL, pf_step, yr, sm);
+                fns[fi](&g, x, nb, bb, pack, mode, m == m0 ? pf : NULL,
+                        pf_step, yr, sm);
             }
         }
     }
@@ -203,7 +211,7 @@ FX_QINLINE FX_QV void pass32(const int T, const int XR, const fx_qgrp *g,
     for (size_t b = 0; b < nb; b++) {
         if (pf)
             for (size_t o = 0; o < pf_step; o += 64)
-                _mm_prefetch((const char *)pf + b * pf_step + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)pf + b * pf_step + o, FX_QPF_HINT);
         fx_qblk32 local;
         const fx_qblk32 *u;
         if (mode == 2) {
@@ -227,11 +235,9 @@ FX_QINLINE FX_QV void pass32(const int T, const int XR, const fx_qgrp *g,
         pass32(T, XR, g, x, nb, bb, pack, mode, pf, pf_step, yr, sm);        \
     }
 #define FX_QPASSES(T)                                                        \
-    FX_QPASS(T, 1) FX_QPASS(T, 2) FX_QPASS(T, 3) FX_QPASS(T, 4)              \
-    FX_QPASS(T, 5) FX_QPASS(T, 6) FX_QPASS(T, 7) FX_QPASS(T, 8)              \
-    static const fx_qpass_fn passes_##T[FX_QXR] = {                          \
-        pass_##T##_1, pass_##T##_2, pass_##T##_3, pass_##T##_4,              \
-        pass_##T##_5, pass_##T##_6, pass_##T##_7, pass_##T##_8};             \
+    FX_QPASS(T, 1) FX_QPASS(T, 2) FX_QPASS(T, 4) FX_QPASS(T, 8)              \
+    static const fx_qpass_fn passes_##T[4] = {pass_##T##_1, pass_##T##_2,    \
+                                              pass_##T##_4, pass_##T##_8};   \
     static void range_##T(const fx_mm_job *job, size_t n0, size_t n1,        \
                           float *scratch) {                                  \
         fx_qrange(job, n0, n1, scratch, FX_QK32, sizeof(fx_qblk32), false,   \

@@ -27,6 +27,14 @@
 #define FX_QINLINE static inline __attribute__((always_inline))
 #define FX_QUNROLL _Pragma("GCC unroll 16")
 
+/* The software prefetch: how many groups ahead, and into which cache. */
+#ifndef FX_QPF_GROUPS
+#define FX_QPF_GROUPS 1
+#endif
+#ifndef FX_QPF_HINT
+#define FX_QPF_HINT _MM_HINT_T0
+#endif
+
 /* x rows per pass over a group's blocks (accumulators in registers). */
 #define FX_QXR 8
 
@@ -169,9 +177,9 @@ typedef void (*fx_qpass_fn)(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
 
 /* Columns [n0, n1) of the job in groups of 16, x rows in blocks of 64
  * (their quants stay in L2 while the group's blocks are unpacked once per
- * block of rows), FX_QXR rows a pass. fns[xr - 1]: the type's passes;
- * blk: elements a block; usize: bytes of an unpacked block; xq256: the
- * x layout. */
+ * block of rows), in passes of 8, 4, 2 or 1 rows. fns[i]: the type's
+ * pass of 2^i rows; blk: elements a block; usize: bytes of an unpacked
+ * block; xq256: the x layout. */
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
                size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns);
 

@@ -65,78 +65,7 @@ FX_QINLINE FX_QV void head_k4(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
     }
 }
 
-FX_QINLINE FX_QV void unpack_q4_K(const fx_qgrp *g, size_t off,
-                                  fx_qblk256 *u) {
-    head_k4(g, off, u);
-    const __m512i m4 = fx_qc(0x0f0f0f0f);
-    FX_QUNROLL
-    for (int h = 0; h < 2; h++) {
-        __m512i v[16];
-        fx_qt64(g, off + 16 + 64 * (size_t)h, v);
-        /* qs byte 32c + l: element 64c + l (low), 64c + 32 + l (high) */
-        FX_QUNROLL
-        for (int t = 0; t < 16; t++) {
-            const int c = 2 * h + t / 8;
-            u->q[16 * c + t % 8] = _mm512_and_si512(v[t], m4);
-            u->q[16 * c + 8 + t % 8] =
-                _mm512_and_si512(_mm512_srli_epi32(v[t], 4), m4);
-        }
-    }
-}
-
-FX_QINLINE FX_QV void unpack_q5_K(const fx_qgrp *g, size_t off,
-                                  fx_qblk256 *u) {
-    head_k4(g, off, u);
-    __m512i qh[8];
-    fx_qt16(g, off + 16, qh);
-    fx_qt16(g, off + 32, qh + 4);
-    const __m512i m4 = fx_qc(0x0f0f0f0f);
-    FX_QUNROLL
-    for (int h = 0; h < 2; h++) {
-        __m512i v[16];
-        fx_qt64(g, off + 48 + 64 * (size_t)h, v);
-        /* as Q4_K, plus bit 2c (2c + 1) of qh byte l as bit 4 */
-        FX_QUNROLL
-        for (int t = 0; t < 16; t++) {
-            const int c = 2 * h + t / 8;
-            u->q[16 * c + t % 8] = _mm512_or_si512(
-                _mm512_and_si512(v[t], m4), bit_to(qh[t % 8], 2 * c, 4));
-            u->q[16 * c + 8 + t % 8] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(v[t], 4), m4),
-                bit_to(qh[t % 8], 2 * c + 1, 4));
-        }
-    }
-}
-
-FX_QINLINE FX_QV void unpack_q6_K(const fx_qgrp *g, size_t off,
-                                  fx_qblk256 *u) {
-    const __m512i m4 = fx_qc(0x0f0f0f0f), m2 = fx_qc(0x30303030);
-    __m512i qh[16];
-    fx_qt64(g, off + 128, qh);
-    FX_QUNROLL
-    for (int n = 0; n < 2; n++) {
-        __m512i ql[16];
-        fx_qt64(g, off + 64 * (size_t)n, ql);
-        /* element 128n + 32i + l, l < 32: ql byte 64n + l (i = 0, 2) or
-         * 64n + 32 + l (i = 1, 3), low (i < 2) or high nibble, and bits
-         * 2i, 2i + 1 of qh byte 32n + l above them */
-        FX_QUNROLL
-        for (int w = 0; w < 8; w++) {
-            const __m512i a = ql[w], b = ql[8 + w], hb = qh[8 * n + w];
-            u->q[32 * n + w] = _mm512_or_si512(
-                _mm512_and_si512(a, m4),
-                _mm512_and_si512(_mm512_slli_epi32(hb, 4), m2));
-            u->q[32 * n + 8 + w] = _mm512_or_si512(
-                _mm512_and_si512(b, m4),
-                _mm512_and_si512(_mm512_slli_epi32(hb, 2), m2));
-            u->q[32 * n + 16 + w] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(a, 4), m4),
-                _mm512_and_si512(hb, m2));
-            u->q[32 * n + 24 + w] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(b, 4), m4),
-                _mm512_and_si512(_mm512_srli_epi32(hb, 2), m2));
-        }
-    }
+FX_QINLINE FX_QV void head_q6_K(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
     __m512i s[4];
     fx_qt16(g, off + 192, s);
     FX_QUNROLL
@@ -149,8 +78,7 @@ FX_QINLINE FX_QV void unpack_q6_K(const fx_qgrp *g, size_t off,
     u->d = fx_qh2f_hi(fx_qgather(g, off + 206));
 }
 
-FX_QINLINE FX_QV void unpack_q2_K(const fx_qgrp *g, size_t off,
-                                  fx_qblk256 *u) {
+FX_QINLINE FX_QV void head_q2_K(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
     __m512i s[4];
     fx_qt16(g, off, s);
     FX_QUNROLL
@@ -160,37 +88,12 @@ FX_QINLINE FX_QV void unpack_q2_K(const fx_qgrp *g, size_t off,
         u->mw[j / 2] = j % 2 ? pair16(u->mw[j / 2], _mm512_srli_epi32(b, 4))
                              : _mm512_srli_epi32(b, 4);
     }
-    __m512i v[16];
-    fx_qt64(g, off + 16, v);
-    /* qs byte 32n + l: element 128n + 32j + l in bits 2j, 2j + 1 */
-    FX_QUNROLL
-    for (int t = 0; t < 16; t++)
-        FX_QUNROLL
-        for (int j = 0; j < 4; j++)
-            u->q[32 * (t / 8) + 8 * j + t % 8] = _mm512_and_si512(
-                _mm512_srli_epi32(v[t], (unsigned)(2 * j)), fx_qc(0x03030303));
     const __m512i dd = fx_qgather(g, off + 80);
     u->d = fx_qh2f_lo(dd);
     u->dm = fx_qh2f_hi(dd);
 }
 
-FX_QINLINE FX_QV void unpack_q3_K(const fx_qgrp *g, size_t off,
-                                  fx_qblk256 *u) {
-    __m512i hm[8];
-    fx_qt16(g, off, hm);
-    fx_qt16(g, off + 16, hm + 4);
-    __m512i v[16];
-    fx_qt64(g, off + 32, v);
-    /* element 128n + 32j + l: bits 2j, 2j + 1 of qs byte 32n + l, plus 4
-     * where bit 4n + j of hmask byte l is set (q = that - 4) */
-    FX_QUNROLL
-    for (int t = 0; t < 16; t++)
-        FX_QUNROLL
-        for (int j = 0; j < 4; j++)
-            u->q[32 * (t / 8) + 8 * j + t % 8] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(v[t], (unsigned)(2 * j)),
-                                 fx_qc(0x03030303)),
-                bit_to(hm[t % 8], 4 * (t / 8) + j, 2));
+FX_QINLINE FX_QV void head_q3_K(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
     /* bytes 94..109: 2 of qs, the 12 of scales, d */
     __m512i s[4];
     fx_qt16(g, off + 94, s);
@@ -215,8 +118,8 @@ FX_QINLINE FX_QV void unpack_q3_K(const fx_qgrp *g, size_t off,
     for (int p = 0; p < 8; p++) u->pw[p] = pair16(u->sc[2 * p], u->sc[2 * p + 1]);
 }
 
-FX_QINLINE FX_QV void unpack_iq4_xs(const fx_qgrp *g, size_t off,
-                                    fx_qblk256 *u) {
+FX_QINLINE FX_QV void head_iq4_xs(const fx_qgrp *g, size_t off,
+                                  fx_qblk256 *u) {
     __m512i h[4];
     fx_qt16(g, off, h);
     u->d = fx_qh2f_lo(h[0]);
@@ -230,64 +133,148 @@ FX_QINLINE FX_QV void unpack_iq4_xs(const fx_qgrp *g, size_t off,
             _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), fx_qc(32));
         u->pw[ib] = pair16(u->sc[ib], u->sc[ib]);
     }
-    const __m512i lut = fx_qkv_lut(), m4 = fx_qc(0x0f0f0f0f);
-    FX_QUNROLL
-    for (int h2 = 0; h2 < 2; h2++) {
-        __m512i v[16];
-        fx_qt64(g, off + 8 + 64 * (size_t)h2, v);
-        /* qs byte 16ib + l: element 32ib + l (low), 32ib + 16 + l (high) */
+}
+
+/* Everything of the block but its quants. */
+FX_QINLINE FX_QV void head(const int T, const fx_qgrp *g, size_t off,
+                           fx_qblk256 *u) {
+    switch (T) {
+    case KQ2: head_q2_K(g, off, u); break;
+    case KQ3: head_q3_K(g, off, u); break;
+    case KQ4:
+    case KQ5: head_k4(g, off, u); break;
+    case KQ6: head_q6_K(g, off, u); break;
+    default: head_iq4_xs(g, off, u); break;
+    }
+}
+
+/* 32 bytes at off of each row -> o[t], t < 8. */
+FX_QINLINE FX_QV void t32(const fx_qgrp *g, size_t off, __m512i *o) {
+    fx_qt16(g, off, o);
+    fx_qt16(g, off + 16, o + 4);
+}
+
+/* Half h of the block's quants: q[i] = slot 32h + i (i < 32). Done half
+ * a block at a time, so that with few x rows they go from the transpose
+ * to the vpdpbusd in registers. */
+FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
+                           __m512i *q) {
+    const __m512i m4 = fx_qc(0x0f0f0f0f);
+    if (T == KQ4 || T == KQ5 || T == KIQ4) {
+        __m512i v[16], qh[8];
+        fx_qt64(g, off + (T == KQ4 ? 16 : T == KQ5 ? 48 : 8) + 64 * (size_t)h, v);
+        if (T == KQ5) t32(g, off + 16, qh);
+        const __m512i lut = fx_qkv_lut();
         FX_QUNROLL
         for (int t = 0; t < 16; t++) {
-            const int ib = 4 * h2 + t / 4;
-            u->q[8 * ib + t % 4] =
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(v[t], m4));
-            u->q[8 * ib + 4 + t % 4] = _mm512_shuffle_epi8(
-                lut, _mm512_and_si512(_mm512_srli_epi32(v[t], 4), m4));
+            __m512i lo = _mm512_and_si512(v[t], m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v[t], 4), m4);
+            if (T == KIQ4) {
+                /* qs byte 16ib + l: element 32ib + l (low), + 16 (high) */
+                q[8 * (t / 4) + t % 4] = _mm512_shuffle_epi8(lut, lo);
+                q[8 * (t / 4) + 4 + t % 4] = _mm512_shuffle_epi8(lut, hi);
+                continue;
+            }
+            /* qs byte 32c + l: element 64c + l (low), 64c + 32 + l (high);
+             * Q5_K: plus bit 2c (2c + 1) of qh byte l as bit 4 */
+            const int c = 2 * h + t / 8;
+            if (T == KQ5) {
+                lo = _mm512_or_si512(lo, bit_to(qh[t % 8], 2 * c, 4));
+                hi = _mm512_or_si512(hi, bit_to(qh[t % 8], 2 * c + 1, 4));
+            }
+            q[16 * (t / 8) + t % 8] = lo;
+            q[16 * (t / 8) + 8 + t % 8] = hi;
         }
-    }
-}
-
-FX_QINLINE FX_QV void unpack(const int T, const fx_qgrp *g, size_t off,
-                             fx_qblk256 *u) {
-    switch (T) {
-    case KQ2: unpack_q2_K(g, off, u); break;
-    case KQ3: unpack_q3_K(g, off, u); break;
-    case KQ4: unpack_q4_K(g, off, u); break;
-    case KQ5: unpack_q5_K(g, off, u); break;
-    case KQ6: unpack_q6_K(g, off, u); break;
-    default: unpack_iq4_xs(g, off, u); break;
-    }
-}
-
-/* XR x rows against block b, unpacked: the fmas of quants.h into acc. */
-FX_QINLINE FX_QV void dot(const int T, const int XR, const fx_qblk256 *u,
-                          const fx_qxrow *x, size_t b, __m512 *acc) {
-    const int nsub = T == KQ2 || T == KQ3 || T == KQ6 ? 16 : 8;
-    const int spb = 64 / nsub;
-    const int cshift = T == KQ3 ? 2 : T == KQ6 ? 5 : T == KIQ4 ? 7 : 0;
-    const bool mins = T == KQ2 || T == KQ4 || T == KQ5;
-    __m512i P[FX_QXR];
-    FX_QUNROLL
-    for (int r = 0; r < XR; r++) P[r] = _mm512_setzero_si512();
-    _Pragma("GCC unroll 1")
-    for (int j = 0; j < nsub; j++) {
-        __m512i S[FX_QXR];
+    } else if (T == KQ6) {
+        /* element 128h + 32i + l, l < 32: ql byte 64h + l (i = 0, 2) or
+         * 64h + 32 + l (i = 1, 3), low (i < 2) or high nibble, and bits
+         * 2i, 2i + 1 of qh byte 32h + l above them */
+        const __m512i m2 = fx_qc(0x30303030);
+        __m512i ql[16], qh[8];
+        fx_qt64(g, off + 64 * (size_t)h, ql);
+        t32(g, off + 128 + 32 * (size_t)h, qh);
         FX_QUNROLL
-        for (int r = 0; r < XR; r++) S[r] = _mm512_setzero_si512();
+        for (int w = 0; w < 8; w++) {
+            const __m512i a = ql[w], b = ql[8 + w], hb = qh[w];
+            q[w] = _mm512_or_si512(
+                _mm512_and_si512(a, m4),
+                _mm512_and_si512(_mm512_slli_epi32(hb, 4), m2));
+            q[8 + w] = _mm512_or_si512(
+                _mm512_and_si512(b, m4),
+                _mm512_and_si512(_mm512_slli_epi32(hb, 2), m2));
+            q[16 + w] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(a, 4), m4),
+                _mm512_and_si512(hb, m2));
+            q[24 + w] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(b, 4), m4),
+                _mm512_and_si512(_mm512_srli_epi32(hb, 2), m2));
+        }
+    } else {
+        /* Q2_K, Q3_K: element 128h + 32j + l in bits 2j, 2j + 1 of qs
+         * byte 32h + l; Q3_K plus 4 where bit 4h + j of hmask byte l is
+         * set (q = that - 4) */
+        __m512i v[8], hm[8];
+        t32(g, off + (T == KQ2 ? 16 : 32) + 32 * (size_t)h, v);
+        if (T == KQ3) t32(g, off, hm);
         FX_QUNROLL
-        for (int i = 0; i < spb; i++) {
-            const int s = j * spb + i;
-            const __m512i q = u->q[s];
+        for (int t = 0; t < 8; t++)
             FX_QUNROLL
-            for (int r = 0; r < XR; r++)
-                S[r] = _mm512_dpbusd_epi32(
-                    S[r], q, _mm512_set1_epi32(fx_qi32(x[r].q + 256 * b + 4 * (size_t)s)));
-        }
-        const __m512i sc = u->sc[j];
+            for (int j = 0; j < 4; j++) {
+                __m512i x = _mm512_and_si512(
+                    _mm512_srli_epi32(v[t], (unsigned)(2 * j)), fx_qc(0x03030303));
+                if (T == KQ3) x = _mm512_or_si512(x, bit_to(hm[t], 4 * h + j, 2));
+                q[8 * j + t] = x;
+            }
+    }
+}
+
+/* Sub-block j of block b (q: half h's slots): P[r] += sc_j * S_j. */
+FX_QINLINE FX_QV void dot_sub(const int T, const int XR, const __m512i *q,
+                              const fx_qblk256 *u, int h, int j,
+                              const fx_qxrow *x, size_t b, __m512i *P) {
+    const int spb = T == KQ2 || T == KQ3 || T == KQ6 ? 4 : 8;
+    __m512i S[FX_QXR];
+    FX_QUNROLL
+    for (int r = 0; r < XR; r++) S[r] = _mm512_setzero_si512();
+    FX_QUNROLL
+    for (int i = 0; i < spb; i++) {
+        const int s = j * spb + i;
         FX_QUNROLL
         for (int r = 0; r < XR; r++)
-            P[r] = _mm512_add_epi32(P[r], _mm512_mullo_epi32(S[r], sc));
+            S[r] = _mm512_dpbusd_epi32(
+                S[r], q[s - 32 * h],
+                _mm512_set1_epi32(fx_qi32(x[r].q + 256 * b + 4 * (size_t)s)));
     }
+    const __m512i sc = u->sc[j];
+    FX_QUNROLL
+    for (int r = 0; r < XR; r++)
+        P[r] = _mm512_add_epi32(P[r], _mm512_mullo_epi32(S[r], sc));
+}
+
+/* Half h of block b's integer sums. Up to 2 x rows all in line (the
+ * quants stay in registers from the transpose); more x rows load each
+ * quant vector once for all of them, so a loop costs nothing there. */
+FX_QINLINE FX_QV void dot_part(const int T, const int XR, const __m512i *q,
+                               const fx_qblk256 *u, int h,
+                               const fx_qxrow *x, size_t b, __m512i *P) {
+    const int half = T == KQ2 || T == KQ3 || T == KQ6 ? 8 : 4;
+    if (XR <= 2) {
+        FX_QUNROLL
+        for (int jj = 0; jj < half; jj++)
+            dot_sub(T, XR, q, u, h, h * half + jj, x, b, P);
+    } else {
+        _Pragma("GCC unroll 1")
+        for (int jj = 0; jj < half; jj++)
+            dot_sub(T, XR, q, u, h, h * half + jj, x, b, P);
+    }
+}
+
+/* The block's offsets and mins, and its fmas (quants.h) into acc. */
+FX_QINLINE FX_QV void dot_end(const int T, const int XR, const fx_qblk256 *u,
+                              const fx_qxrow *x, size_t b, const __m512i *P,
+                              __m512 *acc) {
+    const int cshift = T == KQ3 ? 2 : T == KQ6 ? 5 : T == KIQ4 ? 7 : 0;
+    const bool mins = T == KQ2 || T == KQ4 || T == KQ5;
     FX_QUNROLL
     for (int r = 0; r < XR; r++) {
         const uint8_t *bs = x[r].s + 32 * b;
@@ -323,20 +310,35 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
     __m512 acc[FX_QXR];
     FX_QUNROLL
     for (int r = 0; r < XR; r++) acc[r] = _mm512_setzero_ps();
+    /* the prefetch of a block's slice, in 4 pieces spread over it */
+    const size_t pf_piece = ((pf_step + 255) / 256) * 64;
     for (size_t b = 0; b < nb; b++) {
-        if (pf)
-            for (size_t o = 0; o < pf_step; o += 64)
-                _mm_prefetch((const char *)pf + b * pf_step + o, _MM_HINT_T0);
+        const uint8_t *pfb = pf ? pf + b * pf_step : NULL;
         fx_qblk256 local;
-        const fx_qblk256 *u;
-        if (mode == 2) {
-            u = pk + b;
-        } else {
-            fx_qblk256 *w = mode == 1 ? pk + b : &local;
-            unpack(T, g, b * bb, w);
-            u = w;
+        fx_qblk256 *u = mode == 0 ? &local : pk + b;
+        if (mode != 2) head(T, g, b * bb, u);
+        __m512i P[FX_QXR];
+        FX_QUNROLL
+        for (int r = 0; r < XR; r++) P[r] = _mm512_setzero_si512();
+        FX_QUNROLL
+        for (int h = 0; h < 2; h++) {
+            if (pfb)
+                FX_QUNROLL
+                for (int i = 0; i < 2; i++) {
+                    const size_t o0 = (size_t)(2 * h + i) * pf_piece;
+                    for (size_t o = o0; o < o0 + pf_piece && o < pf_step; o += 64)
+                        _mm_prefetch((const char *)pfb + o, FX_QPF_HINT);
+                }
+            if (mode == 0) {
+                __m512i q[32];
+                part(T, g, b * bb, h, q);
+                dot_part(T, XR, q, u, h, x, b, P);
+            } else {
+                if (mode == 1) part(T, g, b * bb, h, u->q + 32 * h);
+                dot_part(T, XR, u->q + 32 * h, u, h, x, b, P);
+            }
         }
-        dot(T, XR, u, x, b, acc);
+        dot_end(T, XR, u, x, b, P, acc);
     }
     FX_QUNROLL
     for (int r = 0; r < XR; r++) _mm512_mask_storeu_ps(yr[r], sm, acc[r]);
@@ -350,11 +352,9 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
         pass(T, XR, g, x, nb, bb, pack, mode, pf, pf_step, yr, sm);          \
     }
 #define FX_KPASSES(T)                                                        \
-    FX_KPASS(T, 1) FX_KPASS(T, 2) FX_KPASS(T, 3) FX_KPASS(T, 4)              \
-    FX_KPASS(T, 5) FX_KPASS(T, 6) FX_KPASS(T, 7) FX_KPASS(T, 8)              \
-    static const fx_qpass_fn passes_##T[FX_QXR] = {                          \
-        pass_##T##_1, pass_##T##_2, pass_##T##_3, pass_##T##_4,              \
-        pass_##T##_5, pass_##T##_6, pass_##T##_7, pass_##T##_8};             \
+    FX_KPASS(T, 1) FX_KPASS(T, 2) FX_KPASS(T, 4) FX_KPASS(T, 8)              \
+    static const fx_qpass_fn passes_##T[4] = {pass_##T##_1, pass_##T##_2,    \
+                                              pass_##T##_4, pass_##T##_8};   \
     static void range_##T(const fx_mm_job *job, size_t n0, size_t n1,        \
                           float *scratch) {                                  \
         fx_qrange(job, n0, n1, scratch, FX_QK_K, sizeof(fx_qblk256), true,   \
