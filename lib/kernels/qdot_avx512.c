@@ -48,6 +48,9 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
     uint8_t *pack = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     const size_t room = FX_MM_SCRATCH_FLOATS * sizeof(float) - 64;
     const bool can_pack = nb * usize <= room;
+    /* Prefetch distance: whole groups, about FX_QPF_BYTES ahead. */
+    size_t pf_groups = FX_QPF_BYTES / (grp * rb);
+    pf_groups = pf_groups < 1 ? 1 : pf_groups > 8 ? 8 : pf_groups;
     for (size_t n = n0; n < n1; n += grp) {
         const size_t rows = min_sz(grp, n1 - n);
         fx_qgrp g;
@@ -57,11 +60,11 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
             g.idx[l] = (int32_t)(r * rb);
         }
         const __mmask16 sm = (__mmask16)((1u << rows) - 1u);
-        /* The next group's rows (within the matrix), a slice a block. */
+        /* A later group's rows (within the matrix), a slice a block. */
         const uint8_t *pf = NULL;
         size_t pf_step = 0;
-        const size_t ahead = grp * FX_QPF_GROUPS;
-        if (FX_QPF_GROUPS > 0 && n + ahead < job->n) {
+        const size_t ahead = grp * pf_groups;
+        if (FX_QPF_BYTES > 0 && n + ahead < job->n) {
             const size_t bytes = min_sz(grp, job->n - n - ahead) * rb;
             pf = job->w + (n + ahead) * rb;
             pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
