@@ -154,11 +154,31 @@ FX_QINLINE FX_QV void t32(const fx_qgrp *g, size_t off, __m512i *o) {
     fx_qt16(g, off + 16, o + 4);
 }
 
-/* Half h of the block's quants: q[i] = slot 32h + i (i < 32). Done half
- * a block at a time, so that with few x rows they go from the transpose
- * to the vpdpbusd in registers. */
-FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
-                           __m512i *q) {
+/* Where part() puts the quants of a half block: into q (if not NULL),
+ * and with XR > 0 straight into the x rows' sums of their sub-blocks, so
+ * that with few x rows they go from the transpose to the vpdpbusd in
+ * registers (S[r][j]: the half's sub-block j). */
+typedef struct ksink {
+    __m512i S[2][8];
+    __m512i *q;
+    const fx_qxrow *x;
+    size_t b;
+} ksink;
+
+FX_QINLINE FX_QV void put(const int T, const int XR, ksink *k, int h, int i,
+                          __m512i v) {
+    const int spb = T == KQ2 || T == KQ3 || T == KQ6 ? 4 : 8;
+    if (k->q) k->q[i] = v;
+    FX_QUNROLL
+    for (int r = 0; r < XR; r++)
+        k->S[r][i / spb] = _mm512_dpbusd_epi32(
+            k->S[r][i / spb], v,
+            _mm512_set1_epi32(fx_qi32(k->x[r].q + 256 * k->b + 4 * (size_t)(32 * h + i))));
+}
+
+/* Half h of the block's quants: slot 32h + i, i < 32, to put(..., i). */
+FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
+                           size_t off, int h, ksink *q) {
     const __m512i m4 = fx_qc(0x0f0f0f0f);
     if (T == KQ4 || T == KQ5 || T == KIQ4) {
         __m512i v[16], qh[8];
@@ -171,8 +191,9 @@ FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
             __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v[t], 4), m4);
             if (T == KIQ4) {
                 /* qs byte 16ib + l: element 32ib + l (low), + 16 (high) */
-                q[8 * (t / 4) + t % 4] = _mm512_shuffle_epi8(lut, lo);
-                q[8 * (t / 4) + 4 + t % 4] = _mm512_shuffle_epi8(lut, hi);
+                put(T, XR, q, h, 8 * (t / 4) + t % 4, _mm512_shuffle_epi8(lut, lo));
+                put(T, XR, q, h, 8 * (t / 4) + 4 + t % 4,
+                    _mm512_shuffle_epi8(lut, hi));
                 continue;
             }
             /* qs byte 32c + l: element 64c + l (low), 64c + 32 + l (high);
@@ -182,8 +203,8 @@ FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
                 lo = _mm512_or_si512(lo, bit_to(qh[t % 8], 2 * c, 4));
                 hi = _mm512_or_si512(hi, bit_to(qh[t % 8], 2 * c + 1, 4));
             }
-            q[16 * (t / 8) + t % 8] = lo;
-            q[16 * (t / 8) + 8 + t % 8] = hi;
+            put(T, XR, q, h, 16 * (t / 8) + t % 8, lo);
+            put(T, XR, q, h, 16 * (t / 8) + 8 + t % 8, hi);
         }
     } else if (T == KQ6) {
         /* element 128h + 32i + l, l < 32: ql byte 64h + l (i = 0, 2) or
@@ -196,18 +217,18 @@ FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
         FX_QUNROLL
         for (int w = 0; w < 8; w++) {
             const __m512i a = ql[w], b = ql[8 + w], hb = qh[w];
-            q[w] = _mm512_or_si512(
+            put(T, XR, q, h, w, _mm512_or_si512(
                 _mm512_and_si512(a, m4),
-                _mm512_and_si512(_mm512_slli_epi32(hb, 4), m2));
-            q[8 + w] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_slli_epi32(hb, 4), m2)));
+            put(T, XR, q, h, 8 + w, _mm512_or_si512(
                 _mm512_and_si512(b, m4),
-                _mm512_and_si512(_mm512_slli_epi32(hb, 2), m2));
-            q[16 + w] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_slli_epi32(hb, 2), m2)));
+            put(T, XR, q, h, 16 + w, _mm512_or_si512(
                 _mm512_and_si512(_mm512_srli_epi32(a, 4), m4),
-                _mm512_and_si512(hb, m2));
-            q[24 + w] = _mm512_or_si512(
+                _mm512_and_si512(hb, m2)));
+            put(T, XR, q, h, 24 + w, _mm512_or_si512(
                 _mm512_and_si512(_mm512_srli_epi32(b, 4), m4),
-                _mm512_and_si512(_mm512_srli_epi32(hb, 2), m2));
+                _mm512_and_si512(_mm512_srli_epi32(hb, 2), m2)));
         }
     } else {
         /* Q2_K, Q3_K: element 128h + 32j + l in bits 2j, 2j + 1 of qs
@@ -223,7 +244,7 @@ FX_QINLINE FX_QV void part(const int T, const fx_qgrp *g, size_t off, int h,
                 __m512i x = _mm512_and_si512(
                     _mm512_srli_epi32(v[t], (unsigned)(2 * j)), fx_qc(0x03030303));
                 if (T == KQ3) x = _mm512_or_si512(x, bit_to(hm[t], 4 * h + j, 2));
-                q[8 * j + t] = x;
+                put(T, XR, q, h, 8 * j + t, x);
             }
     }
 }
@@ -329,13 +350,35 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
                     for (size_t o = o0; o < o0 + pf_piece && o < pf_step; o += 64)
                         _mm_prefetch((const char *)pfb + o, FX_QPF_HINT);
                 }
-            if (mode == 0) {
-                __m512i q[32];
-                part(T, g, b * bb, h, q);
-                dot_part(T, XR, q, u, h, x, b, P);
-            } else {
-                if (mode == 1) part(T, g, b * bb, h, u->q + 32 * h);
+            if (mode == 2) {
                 dot_part(T, XR, u->q + 32 * h, u, h, x, b, P);
+                continue;
+            }
+            /* up to 2 x rows: the sums straight from the transpose;
+             * more: the quants through memory (a loop over them) */
+            const int SXR = XR <= 2 ? XR : 0;
+            __m512i qloc[32];
+            ksink ks;
+            ks.q = mode == 1 ? u->q + 32 * h : SXR ? NULL : qloc;
+            ks.x = x;
+            ks.b = b;
+            FX_QUNROLL
+            for (int r = 0; r < SXR; r++)
+                FX_QUNROLL
+                for (int j = 0; j < 8; j++) ks.S[r][j] = _mm512_setzero_si512();
+            part(T, SXR, g, b * bb, h, &ks);
+            if (SXR) {
+                const int half = T == KQ2 || T == KQ3 || T == KQ6 ? 8 : 4;
+                FX_QUNROLL
+                for (int j = 0; j < half; j++) {
+                    const __m512i sc = u->sc[h * half + j];
+                    FX_QUNROLL
+                    for (int r = 0; r < SXR; r++)
+                        P[r] = _mm512_add_epi32(
+                            P[r], _mm512_mullo_epi32(ks.S[r][j], sc));
+                }
+            } else {
+                dot_part(T, XR, ks.q, u, h, x, b, P);
             }
         }
         dot_end(T, XR, u, x, b, P, acc);
