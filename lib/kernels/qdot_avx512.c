@@ -203,21 +203,38 @@ FX_QINLINE FX_QV void dot32(const int T, const int XR, const fx_qblk32 *u,
     }
 }
 
-/* Q4_0 and IQ4_NL, 8 blocks (144 bytes, whole dwords) at a time: two
- * 64-byte transposes and one of 16 cover them, and the scales come out
- * of the same vectors instead of a gather a block (a third of the time
- * of a block at one x row). Block j starts at byte 18j: for even j its
- * quants start 2 bytes into a dword and are realigned by shifts. Each
- * block goes to the dot product as it is unpacked (and into keep[j], if
- * not NULL). */
-FX_QINLINE FX_QV void eight18(const int T, const int XR, const fx_qgrp *g,
-                              size_t off, const fx_qxrow *x, size_t b,
-                              fx_qblk32 *keep, const uint8_t *pf,
-                              size_t pf_step, __m512 *acc) {
-    __m512i D[36];
-    fx_qt64(g, off, D);
-    fx_qt64(g, off + 64, D + 16);
-    fx_qt16(g, off + 128, D + 32);
+/* The dword at byte `at` of the transposed run D (at even: a dword, or
+ * the halves of two). */
+FX_QINLINE FX_QV __m512i dword_at(const __m512i *D, int at) {
+    if (at % 4 == 0) return D[at / 4];
+    return _mm512_or_si512(_mm512_srli_epi32(D[at / 4], 16),
+                           _mm512_slli_epi32(D[at / 4 + 1], 16));
+}
+
+/* The f16 at byte `at` (even) of D, as f32. */
+FX_QINLINE FX_QV __m512 half_at(const __m512i *D, int at) {
+    return at % 4 == 0 ? fx_qh2f_lo(D[at / 4]) : fx_qh2f_hi(D[at / 4]);
+}
+
+/* 8 blocks at a time (8 * 18..24 bytes: whole dwords): 64- and 16-byte
+ * transposes cover the run, and each block's fields come out of its
+ * vectors (realigned by shifts where a block starts mid-dword) instead of
+ * a gather a field and block (a third of a Q4_0 block's time at one x
+ * row). Each block goes to the dot product as it is unpacked (and into
+ * keep[j], if not NULL). */
+FX_QINLINE FX_QV void eight(const int T, const int XR, const fx_qgrp *g,
+                            size_t off, const fx_qxrow *x, size_t b,
+                            fx_qblk32 *keep, const uint8_t *pf,
+                            size_t pf_step, __m512 *acc) {
+    const int bb = T == T40 || T == TNL ? 18 : T == T41 ? 20 : T == T50 ? 22 : 24;
+    /* 8 * bb bytes: 16-byte pieces, 4 at a time where they can */
+    __m512i D[48];
+    const int pieces = bb / 2;
+    FX_QUNROLL
+    for (int p = 0; p < pieces; p += p + 4 <= pieces ? 4 : 1) {
+        if (p + 4 <= pieces) fx_qt64(g, off + 16 * (size_t)p, D + 4 * p);
+        else fx_qt16(g, off + 16 * (size_t)p, D + 4 * p);
+    }
     const __m512i m4 = fx_qc(0x0f0f0f0f);
     const __m512i lut = fx_qkv_lut();
     FX_QUNROLL
@@ -226,15 +243,15 @@ FX_QINLINE FX_QV void eight18(const int T, const int XR, const fx_qgrp *g,
             for (size_t o = 0; o < pf_step; o += 64)
                 _mm_prefetch((const char *)pf + (b + (size_t)j) * pf_step + o,
                              FX_QPF_HINT);
-        const int dw = 18 * j / 4;
+        const int at = bb * j;
+        const int qs_at = at + (T == T40 || T == TNL ? 2 : T == T41 ? 4
+                                : T == T50 ? 6 : 8);
         fx_qblk32 u;
-        u.d = j % 2 ? fx_qh2f_hi(D[dw]) : fx_qh2f_lo(D[dw]);
+        u.d = half_at(D, at);
+        if (T == T41 || T == T51) u.dm = half_at(D, at + 2);
         FX_QUNROLL
         for (int i = 0; i < 4; i++) {
-            const __m512i qs =
-                j % 2 ? D[dw + 1 + i]
-                      : _mm512_or_si512(_mm512_srli_epi32(D[dw + i], 16),
-                                        _mm512_slli_epi32(D[dw + i + 1], 16));
+            const __m512i qs = dword_at(D, qs_at + 4 * i);
             __m512i lo = _mm512_and_si512(qs, m4);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qs, 4), m4);
             if (T == TNL) {
@@ -244,6 +261,8 @@ FX_QINLINE FX_QV void eight18(const int T, const int XR, const fx_qgrp *g,
             u.q[i] = lo;
             u.q[4 + i] = hi;
         }
+        if (T == T50 || T == T51)
+            high_bits(dword_at(D, at + (T == T50 ? 2 : 4)), &u);
         if (keep) keep[j] = u;
         dot32(T, XR, &u, x, b + (size_t)j, acc);
     }
@@ -261,8 +280,8 @@ FX_QINLINE FX_QV void pass32(const int T, const int XR, const fx_qgrp *g,
         if (pf)
             for (size_t o = 0; o < pf_step; o += 64)
                 _mm_prefetch((const char *)pf + b * pf_step + o, FX_QPF_HINT);
-        if ((T == T40 || T == TNL) && mode != 2 && nb - b >= 8 && b % 8 == 0) {
-            eight18(T, XR, g, b * bb, x, b, mode == 1 ? pk + b : NULL, pf,
+        if (mode != 2 && nb - b >= 8 && b % 8 == 0) {
+            eight(T, XR, g, b * bb, x, b, mode == 1 ? pk + b : NULL, pf,
                     pf_step, acc);
             b += 7;
             continue;
