@@ -51,6 +51,14 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
     /* Prefetch distance: whole groups, about FX_QPF_BYTES ahead. */
     size_t pf_groups = FX_QPF_BYTES / (grp * rb);
     pf_groups = pf_groups < 1 ? 1 : pf_groups > 8 ? 8 : pf_groups;
+    /* The range's first groups, which no earlier group prefetched (a
+     * task of 96 columns is 6 groups: without this the first two ran
+     * unprefetched, a quarter less bandwidth over a task). */
+    if (FX_QPF_BYTES > 0) {
+        const uint8_t *p0 = job->w + n0 * rb;
+        const uint8_t *p1 = job->w + min_sz(n1, n0 + grp * pf_groups) * rb;
+        for (; p0 < p1; p0 += 64) _mm_prefetch((const char *)p0, FX_QPF_HINT);
+    }
     for (size_t n = n0; n < n1; n += grp) {
         const size_t rows = min_sz(grp, n1 - n);
         fx_qgrp g;
@@ -60,12 +68,14 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
             g.idx[l] = (int32_t)(r * rb);
         }
         const __mmask16 sm = (__mmask16)((1u << rows) - 1u);
-        /* A later group's rows (within the matrix), a slice a block. */
+        /* A later group's rows, a slice a block: within the range (the
+         * rows after it are another task's, maybe another core's, whose
+         * L2 this prefetch would not fill). */
         const uint8_t *pf = NULL;
         size_t pf_step = 0;
         const size_t ahead = grp * pf_groups;
-        if (FX_QPF_BYTES > 0 && n + ahead < job->n) {
-            const size_t bytes = min_sz(grp, job->n - n - ahead) * rb;
+        if (FX_QPF_BYTES > 0 && n + ahead < n1) {
+            const size_t bytes = min_sz(grp, n1 - n - ahead) * rb;
             pf = job->w + (n + ahead) * rb;
             pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
         }
