@@ -5,15 +5,18 @@
  *
  * 16 weight rows at a time (a group), one per 32-bit lane. Each block of
  * the group is transposed in registers (fx_qt16, fx_qt64: loads and
- * unpack/shuffle steps, no gathers but for a field or two: a gather costs
- * what 30 shuffles do on Zen 4) so that lane l of vector s holds quants
- * 4s..4s+3 of row l, as unsigned bytes. One vpdpbusd against x's dword s
- * broadcast then adds 4 products to each of the 16 rows' sums: the exact
- * integer P of quants.h comes out per lane, and its fmas (one or two per
- * block, in block order) are 16 rows an instruction. The unpacking (the
- * transpose, nibbles, scales) is paid once per block and group for up to
- * 64 x rows: 8 at a time with their accumulators in registers, and a
- * second pass of 8 reads the unpacked blocks kept in the scratch.
+ * unpack/shuffle steps; a gather, which costs what 30 shuffles do on Zen
+ * 4, only for a 2-byte field of a 210- or 84-byte block and for a
+ * 32-element type's last blocks short of 8) so that lane l of vector s
+ * holds quants 4s..4s+3 of row l, as unsigned bytes. One vpdpbusd
+ * against x's dword s broadcast then adds 4 products to each of the 16
+ * rows' sums: the exact integer P of quants.h comes out per lane, and its
+ * fmas (one or two per block, in block order) are 16 rows an
+ * instruction. The unpacking (the transpose, nibbles, scales) is paid
+ * once per block and group for up to 64 x rows: passes of 8, 4, 2 or 1 x
+ * rows with their accumulators in registers, the first of several keeping
+ * the unpacked blocks in the scratch for the others. With 1 or 2 x rows
+ * the quants go from the transpose to the vpdpbusd in registers.
  *
  * Offsets: a quant stored as u with the weight's integer u - c gives
  * sum (u - c) qx = sum u qx - c sum qx; FX_XQ_32's nc = -128 sum qx gives
@@ -22,8 +25,9 @@
  * a multiple of 128, exact).
  *
  * Memory: a group's rows are 16 streams, which the hardware prefetcher
- * follows poorly; the group after it, one contiguous run of 16 rows, is
- * prefetched in software while this one is computed, a slice a block.
+ * follows poorly; a later group of the range, one contiguous run of 16
+ * rows, is prefetched in software while this one is computed, a slice a
+ * block (FX_QPF_BYTES).
  */
 #include "qdot_avx512.h"
 

@@ -9,9 +9,9 @@
  * u - c (Q3_K c = 4, Q6_K 32, IQ4_XS 128 on its levels + 128), P -= c *
  * sum_j sc_j * bsum_j, the scale pairs pw against x's int16 sums by
  * vpdpwssd; M (Q2_K, Q4_K, Q5_K) = sum_j mn_j * bsum_j the same way.
- * All exact int32 (quants.h bounds P and M; the partial sums are below
- * them), so these are P and M of quants.h; then its two fmas, 16 rows a
- * vector, in block order.
+ * The partial sums stay within int32 (at most 2^28 before the offset
+ * term, Q6_K), and int32 addition is exact, so these are P and M of
+ * quants.h; then its two fmas, 16 rows a vector, in block order.
  */
 #include "qdot_avx512.h"
 
