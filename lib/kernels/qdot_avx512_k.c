@@ -176,14 +176,31 @@ FX_QINLINE FX_QV void put(const int T, const int XR, ksink *k, int h, int i,
             _mm512_set1_epi32(fx_qi32(k->x[r].q + 256 * k->b + 4 * (size_t)(32 * h + i))));
 }
 
+/* The transposes both halves of a block use, once a block: Q5_K's qh
+ * (pre[0..7]); Q6_K's qh (pre[0..15]); Q2_K's and Q3_K's qs (pre[0..15])
+ * and Q3_K's hmask (pre[16..23]). */
+FX_QINLINE FX_QV void prep(const int T, const fx_qgrp *g, size_t off,
+                           __m512i *pre) {
+    switch (T) {
+    case KQ5: t32(g, off + 16, pre); break;
+    case KQ6: fx_qt64(g, off + 128, pre); break;
+    case KQ2: fx_qt64(g, off + 16, pre); break;
+    case KQ3:
+        fx_qt64(g, off + 32, pre);
+        t32(g, off, pre + 16);
+        break;
+    default: break;
+    }
+}
+
 /* Half h of the block's quants: slot 32h + i, i < 32, to put(..., i). */
 FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
-                           size_t off, int h, ksink *q) {
+                           size_t off, int h, const __m512i *pre, ksink *q) {
     const __m512i m4 = fx_qc(0x0f0f0f0f);
     if (T == KQ4 || T == KQ5 || T == KIQ4) {
-        __m512i v[16], qh[8];
+        __m512i v[16];
+        const __m512i *qh = pre;
         fx_qt64(g, off + (T == KQ4 ? 16 : T == KQ5 ? 48 : 8) + 64 * (size_t)h, v);
-        if (T == KQ5) t32(g, off + 16, qh);
         const __m512i lut = fx_qkv_lut();
         FX_QUNROLL
         for (int t = 0; t < 16; t++) {
@@ -211,9 +228,9 @@ FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
          * 64h + 32 + l (i = 1, 3), low (i < 2) or high nibble, and bits
          * 2i, 2i + 1 of qh byte 32h + l above them */
         const __m512i m2 = fx_qc(0x30303030);
-        __m512i ql[16], qh[8];
+        __m512i ql[16];
+        const __m512i *qh = pre + 8 * h;
         fx_qt64(g, off + 64 * (size_t)h, ql);
-        t32(g, off + 128 + 32 * (size_t)h, qh);
         FX_QUNROLL
         for (int w = 0; w < 8; w++) {
             const __m512i a = ql[w], b = ql[8 + w], hb = qh[w];
@@ -234,9 +251,7 @@ FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
         /* Q2_K, Q3_K: element 128h + 32j + l in bits 2j, 2j + 1 of qs
          * byte 32h + l; Q3_K plus 4 where bit 4h + j of hmask byte l is
          * set (q = that - 4) */
-        __m512i v[8], hm[8];
-        t32(g, off + (T == KQ2 ? 16 : 32) + 32 * (size_t)h, v);
-        if (T == KQ3) t32(g, off, hm);
+        const __m512i *v = pre + 8 * h, *hm = pre + 16;
         FX_QUNROLL
         for (int t = 0; t < 8; t++)
             FX_QUNROLL
@@ -337,7 +352,17 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
         const uint8_t *pfb = pf ? pf + b * pf_step : NULL;
         fx_qblk256 local;
         fx_qblk256 *u = mode == 0 ? &local : pk + b;
-        if (mode != 2) head(T, g, b * bb, u);
+        const bool has_pre = T != KQ4 && T != KIQ4;
+        __m512i pre[24];
+        if (mode != 2) {
+            head(T, g, b * bb, u);
+            if (has_pre) prep(T, g, b * bb, pre);
+        } else if (has_pre) {
+            /* not read (mode 2 reads the kept quants); set, so that no
+             * path reads an unset vector */
+            FX_QUNROLL
+            for (int i = 0; i < 24; i++) pre[i] = _mm512_setzero_si512();
+        }
         __m512i P[FX_QXR];
         FX_QUNROLL
         for (int r = 0; r < XR; r++) P[r] = _mm512_setzero_si512();
@@ -366,7 +391,7 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
             for (int r = 0; r < SXR; r++)
                 FX_QUNROLL
                 for (int j = 0; j < 8; j++) ks.S[r][j] = _mm512_setzero_si512();
-            part(T, SXR, g, b * bb, h, &ks);
+            part(T, SXR, g, b * bb, h, has_pre ? pre : NULL, &ks);
             if (SXR) {
                 const int half = T == KQ2 || T == KQ3 || T == KQ6 ? 8 : 4;
                 FX_QUNROLL
