@@ -37,6 +37,12 @@
  * 2816: 190 KB) while the group's blocks are unpacked once for them. */
 #define FX_QMBLOCK 64
 
+/* The largest gather offset (a test build lowers it to reach the
+ * one-row groups). */
+#ifndef FX_QIDX_MAX
+#define FX_QIDX_MAX INT32_MAX
+#endif
+
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
@@ -46,11 +52,12 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
     const size_t bb = rb / nb;
     /* The gathers' offsets are int32: rows too long for that (K above
      * 10^8) go one a group, every lane the same row. */
-    const size_t grp = 15 * rb > (size_t)INT32_MAX ? 1 : 16;
+    const size_t grp = 15 * rb > (size_t)FX_QIDX_MAX ? 1 : 16;
     /* Unpacked blocks for the passes after the first, 64-aligned (the
      * scratch is 32-aligned), if a group's fit. */
     uint8_t *pack = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    const size_t room = FX_MM_SCRATCH_FLOATS * sizeof(float) - 64;
+    const size_t sbytes = FX_MM_SCRATCH_FLOATS * sizeof(float);
+    const size_t room = sbytes > 64 ? sbytes - 64 : 0;
     const bool can_pack = nb * usize <= room;
     /* Prefetch distance: whole groups, about FX_QPF_BYTES ahead. */
     size_t pf_groups = FX_QPF_BYTES / (grp * rb);
