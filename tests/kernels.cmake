@@ -1,6 +1,9 @@
 # Tensor kernels (lib/kernels): reach into lib/, so static library only.
 fx_add_test(test_kernels_matmul SOURCES test_kernels_matmul.c INTERNAL)
 fx_add_test(test_kernels_ops SOURCES test_kernels_ops.c INTERNAL)
+fx_add_test(test_quant_kquants SOURCES test_quant_kquants.c INTERNAL)
+fx_add_test(test_qmatmul SOURCES test_qmatmul.c INTERNAL)
+fx_add_test(test_quant_legacy SOURCES test_quant_legacy.c INTERNAL)
 # Its pool test counts sleeps across short gaps between runs: another test
 # on the other core would deschedule the polling threads.
 set_tests_properties(test_kernels_ops_static PROPERTIES RUN_SERIAL TRUE)
@@ -34,7 +37,9 @@ endif()
 # slab, group, chunk and task edge is crossed many times even by small
 # shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
-  matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c)
+  matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c
+  qtypes.c qdot_portable.c qdot_avx2.c qdot_avx512.c quant_legacy.c
+  quant_iq4.c quant_kquants.c quant_kquants_search.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 # OpenBLAS is not linked here either: the fast-mode tests load it at run
 # time, as the library does.
@@ -53,6 +58,22 @@ target_link_libraries(test_kernels_blocking PRIVATE PkgConfig::CMOCKA
 ferrox_warnings(test_kernels_blocking)
 add_test(NAME test_kernels_blocking COMMAND test_kernels_blocking)
 set_tests_properties(test_kernels_blocking PROPERTIES ENVIRONMENT
+  "CMOCKA_MESSAGE_OUTPUT=stdout")
+# The block types too: their activations in chunks of a few rows.
+add_executable(test_qmatmul_blocking test_qmatmul.c
+               ${_fx_kernel_srcs} ${PROJECT_SOURCE_DIR}/lib/core/core.c)
+target_compile_definitions(test_qmatmul_blocking PRIVATE
+  FX_MM_NC=3 FX_MM_MC=4 FX_MM_KC512=40 FX_MM_GROUP=12 FX_XQ_BYTES=16384
+  _GNU_SOURCE)
+target_compile_options(test_qmatmul_blocking PRIVATE -ffp-contract=off)
+target_include_directories(test_qmatmul_blocking PRIVATE
+  ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/include
+  ${CMAKE_CURRENT_SOURCE_DIR}/support)
+target_link_libraries(test_qmatmul_blocking PRIVATE PkgConfig::CMOCKA
+  Threads::Threads ${CMAKE_DL_LIBS} m)
+ferrox_warnings(test_qmatmul_blocking)
+add_test(NAME test_qmatmul_blocking COMMAND test_qmatmul_blocking)
+set_tests_properties(test_qmatmul_blocking PROPERTIES ENVIRONMENT
   "CMOCKA_MESSAGE_OUTPUT=stdout")
 
 # No thread the host did not ask for (README): threads counted in

@@ -1096,8 +1096,28 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(fx_matmul(kc, x, 40, 1, w, FX_WTYPE_Q8_0_R16, 1, 40, y,
                                1, 0),
                      FX_ERR_INVALID_ARG);
-    assert_int_equal(fx_matmul(kc, x, 8, 1, w, (fx_wtype)2, 1, 8, y, 1, 0),
+    /* 5: ggml's retired Q4_2, no type here */
+    assert_int_equal(fx_matmul(kc, x, 8, 1, w, (fx_wtype)5, 1, 8, y, 1, 0),
                      FX_ERR_UNSUPPORTED);
+    assert_string_equal(fx_wtype_name((fx_wtype)5), "unknown");
+    assert_int_equal(fx_wtype_row_bytes((fx_wtype)5, 256), 0);
+    /* the block types: whole blocks only */
+    assert_int_equal(fx_matmul(kc, x, 40, 1, w, FX_WTYPE_Q4_0, 1, 40, y, 1,
+                               0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_matmul(kc, x, 64, 1, w, FX_WTYPE_IQ4_XS, 1, 64, y, 1,
+                               0),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q4_0, 64), 36);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_Q4_0, 48), 0);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_IQ4_XS, 512), 272);
+    assert_int_equal(fx_wtype_row_bytes(FX_WTYPE_IQ4_XS, 32), 0);
+    assert_string_equal(fx_wtype_name(FX_WTYPE_Q5_1), "q5_1");
+    float f[32];
+    assert_int_equal(fx_wtype_row_to_f32(f, w, FX_WTYPE_Q4_0, 40),
+                     FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_wtype_row_to_f32(f, w, (fx_wtype)5, 32),
+                     FX_ERR_INVALID_ARG);
     assert_int_equal(fx_matmul(kc, x, 4, 1, w, FX_WTYPE_F32, 1, 8, y, 1, 0),
                      FX_ERR_INVALID_ARG);
     assert_int_equal(fx_matmul(kc, x, 8, 1, w, FX_WTYPE_F32, 2, 8, y, 1, 0),

@@ -1,10 +1,11 @@
 /*
  * Number formats: the weight types' row sizes and names, IEEE half,
- * bfloat16, ggml's Q8_0. Plain integer code, so the results are the same
+ * bfloat16, ggml's Q8_0; the other block types through their table
+ * (quants.h). Plain integer code, so the results are the same
  * on every CPU and match the F16C/AVX2 paths (which only ever widen, and
  * widening is exact).
  */
-#include "kernels.h"
+#include "quants.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,7 +22,11 @@ size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
     case FX_WTYPE_Q8_0_R16:
         if (k % FX_QK8_0 != 0) return 0;
         return (k / FX_QK8_0) * sizeof(fx_block_q8_0);
-    default: return 0;
+    default: {
+        const fx_qtype *q = fx_qtype_of(t);
+        if (!q || k % q->block_elems != 0) return 0;
+        return k / q->block_elems * q->block_bytes;
+    }
     }
 }
 
@@ -35,7 +40,10 @@ const char *fx_wtype_name(fx_wtype t) {
     case FX_WTYPE_F32_R12: return "f32_r12";
     case FX_WTYPE_F16_R12: return "f16_r12";
     case FX_WTYPE_BF16_R12: return "bf16_r12";
-    default: return "unknown";
+    default: {
+        const fx_qtype *q = fx_qtype_of(t);
+        return q ? q->name : "unknown";
+    }
     }
 }
 
@@ -170,7 +178,12 @@ fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
             fx_dequantize_q8_0(out + b * FX_QK8_0, &blk, FX_QK8_0);
         }
         return FX_OK;
-    default: return FX_ERR_UNSUPPORTED;
+    default: {
+        const fx_qtype *q = fx_qtype_of(t);
+        if (!q) return FX_ERR_UNSUPPORTED;
+        if (k) q->dequant(out, p, k);
+        return FX_OK;
+    }
     }
 }
 

@@ -1,7 +1,9 @@
 /*
  * kernels: the tensor kernels the forward pass is built from -- matmul
- * against F32/F16/BF16/Q8_0 weights, rmsnorm, RoPE, softmax, SiLU, add,
- * number-format conversions -- and the persistent thread pool they run on.
+ * against F32/F16/BF16/Q8_0 weights and ggml's other block-quantized types
+ * (Q4_0 to Q6_K, IQ4_NL, IQ4_XS: quants.h), rmsnorm, RoPE, softmax, SiLU,
+ * add, number-format conversions -- and the persistent thread pool they
+ * run on.
  *
  * DETERMINISM (docs/design.md). A row's tokens must not depend on which other
  * rows share its batch, on how the work is tiled or on the thread count. So
@@ -54,6 +56,16 @@
  * the same quants: |y - exact| <= g(K/32 + 1) * sum_b |f32(dw) dx p_b|.
  * The quantization of x adds at most dx(b)/2 * sum_i |wv| per block
  * against the float x.
+ *
+ * The other block-quantized types (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to Q6_K,
+ * IQ4_NL, IQ4_XS) are laid out and reduced as lib/kernels/quants.h says,
+ * one table of them there. Like Q8_0 they multiply activations quantized
+ * to 8 bits, for the same reason: integer dot products are exact, so the
+ * bulk of the work has no order to fix and every path gives the same bits
+ * cheaply, with one or two fmas per weight block in block order. x is
+ * quantized once per call in each format the weights of the call need:
+ * the rule above in blocks of 32 (FX_XQ_32, the 32-element types) or 256
+ * (FX_XQ_256, the K-quants and IQ4_XS, whose scales come per 256).
  */
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
@@ -115,7 +127,9 @@ typedef struct fx_block_q8_0 {
 } fx_block_q8_0;
 
 /* Bytes one row of k elements of type t occupies, or 0 if t is not
- * supported or k is not allowed for it (Q8_0 needs k % 32 == 0). */
+ * supported or k is not allowed for it (a block type needs whole blocks:
+ * Q8_0 and the 32-element types k % 32 == 0, the K-quants and IQ4_XS
+ * k % 256 == 0). */
 size_t fx_wtype_row_bytes(fx_wtype t, size_t k);
 const char *fx_wtype_name(fx_wtype t);
 
@@ -354,8 +368,9 @@ bool fx_kernels_fast_uses_blas(fx_kernels *kc);
  * tensor (FX_WTYPE_Q8_0_R16: the same bytes repacked). No
  * allocation (but the loader's, when a first FX_MATMUL_FAST call loads
  * OpenBLAS); safe to call from one thread at a time per context. y must
- * not overlap x or w. FX_ERR_TOO_LARGE: a Q8_0 K too long for the
- * context's activation buffer (K > ~3.3 million). */
+ * not overlap x or w. FX_ERR_TOO_LARGE: a K too long for the
+ * context's activation buffer (K > ~3.3 million with Q8_0 or another
+ * block type, less when one call needs both activation formats). */
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
                     float *y, size_t ldy, unsigned flags);
@@ -373,7 +388,7 @@ typedef struct fx_mm_out {
 
 /* Several matmuls on the same x (Q, K and V; gate and up) as one pool
  * run: one hand-off to the threads instead of one per weight, and x
- * quantized once for Q8_0. Every output is bit for bit what fx_matmul
+ * quantized once for the block types. Every output is bit for bit what fx_matmul
  * gives for its weight alone. At most FX_MM_MAX_OUTS outputs; an output
  * with n == 0 is skipped. */
 fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
@@ -423,7 +438,9 @@ fx_status fx_quantize_q8_0(fx_block_q8_0 *out, const float *in, size_t n);
  * integer fits in 24 bits). */
 fx_status fx_dequantize_q8_0(float *out, const fx_block_q8_0 *in, size_t n);
 
-/* Any weight row to f32 (exact for every type): k elements of row. */
+/* Any weight row to f32: k elements of row. Exact for the float types
+ * and Q8_0; the other block types in ggml's dequantize_row_* float
+ * operations (quants.h). */
 fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
                               size_t k);
 

@@ -1,9 +1,10 @@
 /*
  * The matmul entry point: argument checks, ISA choice, the split of N over
- * the pool, and the OpenBLAS fast mode (the portable path is in
- * matmul_portable.c).
+ * the pool, the quantization of x for the integer types, and the OpenBLAS
+ * fast mode (the portable paths are in matmul_portable.c, matmul_q8.c and
+ * qdot_portable.c).
  */
-#include "matmul_impl.h"
+#include "quants.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -26,13 +27,20 @@ enum {
 
 enum { BLAS_UNTRIED = 0, BLAS_ON, BLAS_OFF };
 
+/* Type ids below this can be block types (ggml's are all below 32). */
+#define FX_QSLOTS 32
+
 struct fx_kernels {
     fx_alloc alloc;
     fx_isa isa;
     /* By type_index(): chosen once at create, no global state. */
     fx_mm_range_fn range[4];
     fx_mm_dual_fn dual;    /* R12 jobs of few rows: two streams a task, or NULL */
-    fx_xq_fn quantize;     /* Q8_0 activations */
+    fx_xq_fn quantize;     /* FX_XQ_32 activations (Q8_0 and others) */
+    fx_xq_fn quantize256;  /* FX_XQ_256 activations */
+    /* By type id: the kernel of each block type of quants.h, the
+     * context's ISA's or the next one down's. */
+    fx_mm_range_fn qrange[FX_QSLOTS];
     fx_pool *pool;
     size_t fast_min_m;
     size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
@@ -50,12 +58,31 @@ struct fx_kernels {
     uint8_t *xq;           /* FX_XQ_BYTES, 64-aligned: quantized x */
 };
 
-/* The quantized activations of one Q8_0 call: 4 MiB holds 256 rows of K
- * up to 7700 (a decode step of 256 rows, or a prefill chunk, in one
- * pass); more rows are done in chunks, each reading W again. */
+/* The quantized activations of one call: 4 MiB holds 256 rows of K up to
+ * 7700 in one format (a decode step of 256 rows, or a prefill chunk, in
+ * one pass), up to 3600 in both; more rows are done in chunks, each
+ * reading W again. */
 #ifndef FX_XQ_BYTES
 #define FX_XQ_BYTES ((size_t)4 << 20)
 #endif
+
+/* The activation format weights of type t multiply (quants.h). */
+static fx_xq_kind xq_kind(fx_wtype t) {
+    const fx_qtype *q = fx_qtype_of(t);
+    if (q) return q->xq;
+    return t == FX_WTYPE_Q8_0 || t == FX_WTYPE_Q8_0_R16 ? FX_XQ_32
+                                                         : FX_XQ_NONE;
+}
+
+/* The kernel of block type t for an ISA: the ISA's own, else the next
+ * one down's (a table's NULL), the portable one at the bottom. */
+static fx_mm_range_fn qrange_for(fx_isa isa, fx_wtype t) {
+    fx_mm_range_fn f = NULL;
+    if (isa == FX_ISA_AVX512) f = fx_qmm_avx512(t);
+    if (!f && (isa == FX_ISA_AVX512 || isa == FX_ISA_AVX2))
+        f = fx_qmm_avx2(t);
+    return f ? f : fx_qmm_portable(t);
+}
 
 static int type_index(fx_wtype t) {
     switch (t) {
@@ -248,6 +275,12 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
         kc->quantize = fx_xq_portable;
         break;
     }
+    kc->quantize256 = isa != FX_ISA_PORTABLE && fx_xq256_avx2()
+                          ? fx_xq256_avx2()
+                          : fx_xq256_portable;
+    for (int t = 0; t < FX_QSLOTS; t++)
+        if (fx_qtype_of((fx_wtype)t))
+            kc->qrange[t] = qrange_for(isa, (fx_wtype)t);
 
     uint64_t floats, bytes;
     if (!fx_mul_u64(p.n_threads, FX_MM_SCRATCH_FLOATS, &floats) ||
@@ -264,7 +297,7 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     /* The tiles use aligned loads/stores on the partial sums. */
     uintptr_t a = ((uintptr_t)kc->scratch_raw + 63) & ~(uintptr_t)63;
     kc->scratch = (float *)a;
-    /* Only Q8_0 calls write it: with the C library's allocator (4 MiB is
+    /* Only calls on integer types write it: with the C library's allocator (4 MiB is
      * an mmap) a model without Q8_0 weights never faults its pages in. */
     kc->xq_raw = fx_malloc(alloc, FX_XQ_BYTES + 64);
     if (!kc->xq_raw) {
@@ -472,9 +505,11 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
         const fx_mm_out *o = &outs[i];
         if (o->n == 0) continue;
         if (!o->w || !o->y || o->ldy < o->n) return FX_ERR_INVALID_ARG;
-        if (fx_wtype_row_bytes(o->wtype, FX_QK8_0) == 0)
+        /* 256 is a whole number of every type's blocks and tiles */
+        if (fx_wtype_row_bytes(o->wtype, FX_QK_K) == 0)
             return FX_ERR_UNSUPPORTED;
-        /* Q8_0 needs k % 32 == 0, R12 k % 8 == 0 and pairs of rows */
+        /* blocks need k % 32 == 0 (K-quants 256), R12 k % 8 == 0 and
+         * pairs of rows */
         if (k > 0 && fx_wtype_row_bytes(o->wtype, k) == 0)
             return FX_ERR_INVALID_ARG;
         if (fx_wtype_is_r12(o->wtype) && o->n % 2 != 0)
@@ -493,7 +528,8 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
     memset(&run, 0, sizeof run);
     run.scratch = kc->scratch;
     run.dual = kc->dual;
-    bool q8 = false;
+    fx_xq_kind kind[FX_MM_MAX_OUTS];
+    size_t xq_ld[3] = {0, 0, 0}; /* by fx_xq_kind: 0 if not needed */
     for (size_t i = 0; i < n_outs; i++) {
         const fx_mm_out *o = &outs[i];
         if (o->n == 0) continue;
@@ -518,35 +554,45 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .r12_pf_bytes = kc->r12_pf_bytes,
             .x_block_bytes = kc->x_block_bytes,
         };
-        run.range[j] = kc->range[type_index(o->wtype)];
+        kind[j] = xq_kind(o->wtype);
+        run.range[j] = fx_qtype_of(o->wtype) ? kc->qrange[o->wtype]
+                                             : kc->range[type_index(o->wtype)];
         const job_plan pl = plan_job(kc, m, o, threads);
         run.cols[j] = pl.cols;
         run.dual_half[j] = pl.dual_half;
         run.first_task[j + 1] = run.first_task[j] + pl.tasks;
-        q8 |= o->wtype == FX_WTYPE_Q8_0 || o->wtype == FX_WTYPE_Q8_0_R16;
+        if (kind[j] == FX_XQ_32) xq_ld[FX_XQ_32] = fx_xq_row_bytes(k);
+        if (kind[j] == FX_XQ_256) xq_ld[FX_XQ_256] = fx_xq256_row_bytes(k);
     }
     if (run.n_jobs == 0) return FX_OK;
     const size_t n_tasks = run.first_task[run.n_jobs];
-    if (!q8) return fx_pool_run(kc->pool, mm_task, &run, n_tasks);
+    const size_t row_bytes = xq_ld[FX_XQ_32] + xq_ld[FX_XQ_256];
+    if (row_bytes == 0) return fx_pool_run(kc->pool, mm_task, &run, n_tasks);
 
-    /* Q8_0: x quantized once for the call (kernels.h), in chunks of rows
-     * the buffer holds. Each row is quantized on its own, so the chunking
-     * cannot change a bit. */
-    const size_t xq_ld = fx_xq_row_bytes(k);
-    const size_t chunk = FX_XQ_BYTES / xq_ld;
+    /* The integer types: x quantized once for the call in each format the
+     * outputs need (kernels.h, quants.h), the formats side by side in the
+     * buffer, in chunks of rows it holds. Each row is quantized on its
+     * own, so the chunking cannot change a bit. */
+    const size_t chunk = FX_XQ_BYTES / row_bytes;
     if (chunk == 0) return FX_ERR_TOO_LARGE;
+    uint8_t *const buf[3] = {NULL, kc->xq, kc->xq + chunk * xq_ld[FX_XQ_32]};
     float *y0[FX_MM_MAX_OUTS];
     for (size_t j = 0; j < run.n_jobs; j++) y0[j] = run.jobs[j].y;
     for (size_t m0 = 0; m0 < m; m0 += chunk) {
         const size_t mc = m - m0 < chunk ? m - m0 : chunk;
-        kc->quantize(x + m0 * ldx, ldx, mc, k, kc->xq, xq_ld);
+        if (xq_ld[FX_XQ_32])
+            kc->quantize(x + m0 * ldx, ldx, mc, k, buf[FX_XQ_32],
+                         xq_ld[FX_XQ_32]);
+        if (xq_ld[FX_XQ_256])
+            kc->quantize256(x + m0 * ldx, ldx, mc, k, buf[FX_XQ_256],
+                            xq_ld[FX_XQ_256]);
         for (size_t j = 0; j < run.n_jobs; j++) {
             fx_mm_job *job = &run.jobs[j];
             job->m = mc;
             job->x = x + m0 * ldx;
             job->y = y0[j] + m0 * job->ldy;
-            job->xq = kc->xq;
-            job->xq_ld = xq_ld;
+            job->xq = buf[kind[j]];
+            job->xq_ld = xq_ld[kind[j]];
         }
         fx_status st = fx_pool_run(kc->pool, mm_task, &run, n_tasks);
         if (st != FX_OK) return st;

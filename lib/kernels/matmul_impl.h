@@ -7,6 +7,8 @@
 
 #include "kernels.h"
 
+#include <math.h>
+
 /* One matmul call, as every path sees it. */
 typedef struct fx_mm_job {
     const float *x;      /* [m][ldx] */
@@ -16,8 +18,9 @@ typedef struct fx_mm_job {
     size_t row_bytes, n, k;
     float *y;            /* [m][ldy] */
     size_t ldy;
-    /* Q8_0 only: x quantized by an fx_xq_fn (layout below), row stride
-     * xq_ld bytes; NULL for the other types. */
+    /* Q8_0 and the block types of quants.h: x quantized by an fx_xq_fn
+     * in the type's format (FX_XQ_32 below, FX_XQ_256 in quants.h), row
+     * stride xq_ld bytes; NULL for the float types. */
     const uint8_t *xq;
     size_t xq_ld;
     /* Q8_0 R16 on AVX-512: from this many x rows on the tiles are
@@ -110,6 +113,32 @@ bool fx_cpu_has_avx512(void);
  */
 static inline size_t fx_xq_row_bytes(size_t k) {
     return (k + k / 4 + 63) & ~(size_t)63;
+}
+
+/* Blocks whose largest magnitude is below this quantize to zeros: 127 /
+ * amax must stay finite, and no product of such an activation with a
+ * weight reaches the float range that matters next to the rest of a row. */
+#define FX_XQ_TINY 0x1p-100f
+
+/* The scalar part of quantizing one block of activations, the same in
+ * both formats (FX_XQ_32 and quants.h's FX_XQ_256) and every form: from
+ * the largest |x| as bits (NaN bits above inf above every finite value)
+ * to the scale d and the multiplier id. Returns false when the quants are
+ * all zero (then d is 0 for a tiny block, NaN for one holding inf or
+ * NaN). */
+static inline bool fx_xq_scale(uint32_t amax_bits, float *d, float *id) {
+    if (amax_bits >= 0x7f800000u) {
+        *d = NAN;
+        return false;
+    }
+    const float amax = fx_bits_f32(amax_bits);
+    if (amax < FX_XQ_TINY) {
+        *d = 0.0f;
+        return false;
+    }
+    *d = amax / 127.0f;
+    *id = 127.0f / amax;
+    return true;
 }
 
 /* Quantizes rows [0, m) of x (row stride ldx) into xq (row stride ld). All

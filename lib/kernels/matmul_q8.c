@@ -21,31 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Blocks whose largest magnitude is below this quantize to zeros: 127 /
- * amax must stay finite, and no product of such an activation with a
- * weight reaches the float range that matters next to the rest of a row. */
-#define FX_XQ_TINY 0x1p-100f
-
-
-/* The scalar part of quantizing one block, shared by every form: from the
- * largest |x| as bits (NaN bits above inf above every finite value) to the
- * scale d and the multiplier id. Returns false when the quants are all
- * zero (then d is 0 for a tiny block, NaN for one holding inf or NaN). */
-static bool xq_scale(uint32_t amax_bits, float *d, float *id) {
-    if (amax_bits >= 0x7f800000u) {
-        *d = NAN;
-        return false;
-    }
-    const float amax = fx_bits_f32(amax_bits);
-    if (amax < FX_XQ_TINY) {
-        *d = 0.0f;
-        return false;
-    }
-    *d = amax / 127.0f;
-    *id = 127.0f / amax;
-    return true;
-}
-
 /* Where block b's correction and scale live in a quantized row of k
  * elements (matmul_impl.h): nc[b] at k + 4b, d[b] at k + 4 nb + 4b. */
 static size_t xq_nc_off(size_t k, size_t b) { return k + 4 * b; }
@@ -68,7 +43,7 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
             }
             float d, id = 0.0f;
             int8_t q[FX_QK8_0];
-            if (xq_scale(amax, &d, &id)) {
+            if (fx_xq_scale(amax, &d, &id)) {
                 /* Round to nearest, ties to even (the default mode), as
                  * the vector conversion does; |x * id| <= 127 (1 + 2u)
                  * rounds to at most 127. */
@@ -179,7 +154,7 @@ static FX_AVX2 void xq_avx2(const float *x, size_t ldx, size_t m, size_t k,
             a4 = _mm_max_epu32(a4, _mm_shuffle_epi32(a4, _MM_SHUFFLE(2, 3, 0, 1)));
             float d, id = 0.0f;
             __m256i q = _mm256_setzero_si256();
-            if (xq_scale((uint32_t)_mm_cvtsi128_si32(a4), &d, &id)) {
+            if (fx_xq_scale((uint32_t)_mm_cvtsi128_si32(a4), &d, &id)) {
                 const __m256 vid = _mm256_set1_ps(id);
                 __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid));
                 __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));

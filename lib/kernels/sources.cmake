@@ -11,6 +11,14 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/matmul_q8.c
   ${CMAKE_CURRENT_LIST_DIR}/matmul_q8_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/ops.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_portable.c
+  ${CMAKE_CURRENT_LIST_DIR}/qtypes.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_iq4.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_legacy.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_kquants.c
+  ${CMAKE_CURRENT_LIST_DIR}/quant_kquants_search.c
   ${CMAKE_CURRENT_LIST_DIR}/pool.c)
 list(APPEND FX_SOURCES ${_fx_kernels_sources})
 
