@@ -134,6 +134,16 @@ static void from_f32(void *dst, const float *x, uint32_t type, size_t n) {
     }
 }
 
+size_t gq_encode(uint32_t type, const float *x, size_t n, void *out, void *user) {
+    (void)user;
+    uint32_t be = 0, bb = 0;
+    if (qr_block_elems(type) == 0 || !fx_ggml_type_layout(type, &be, &bb) ||
+        n % be != 0)
+        return 0;
+    from_f32(out, x, type, n);
+    return n / be * bb;
+}
+
 static void *run_job(void *arg) {
     job *j = arg;
     const size_t k = (size_t)j->t->ne[0];

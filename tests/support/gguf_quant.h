@@ -44,4 +44,10 @@ int gq_quantize(const fx_gguf *in, const gq_options *opt, FILE *f,
 int gq_quantize_file(const fx_gguf *in, const gq_options *opt,
                      const char *path, char *err, size_t err_size);
 
+/* n floats of x (whole rows of `type`'s blocks) converted to `type`, one
+ * of quant_rules' types, into out: what gq_quantize writes for them.
+ * Returns the bytes written, 0 for a type it does not make. The shape of
+ * gw_model_spec's quantize hook (user unused). */
+size_t gq_encode(uint32_t type, const float *x, size_t n, void *out, void *user);
+
 #endif /* FX_TEST_GGUF_QUANT_H */
