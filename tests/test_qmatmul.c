@@ -642,6 +642,12 @@ static void test_accuracy(void **state) {
                 }
             }
         }
+        /* the same floats from a row at an odd address */
+        uint8_t *odd = malloc(rb + 1);
+        memcpy(odd + 1, w + rb, rb);
+        assert_int_equal(fx_wtype_row_to_f32(row, odd + 1, ti->t, k), FX_OK);
+        assert_memory_equal(row, wf + k, k * sizeof *row);
+        free(odd);
         assert_int_equal(fx_matmul(kc, x, k, m, w, ti->t, n, k, y, n, 0),
                          FX_OK);
         for (size_t r = 0; r < m; r++)

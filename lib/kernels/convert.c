@@ -181,7 +181,17 @@ fx_status fx_wtype_row_to_f32(float *out, const void *row, fx_wtype t,
     default: {
         const fx_qtype *q = fx_qtype_of(t);
         if (!q) return FX_ERR_UNSUPPORTED;
-        if (k) q->dequant(out, p, k);
+        if (((uintptr_t)p & 1) == 0) {
+            q->dequant(out, p, k);
+            return FX_OK;
+        }
+        /* The block structs hold halves: an odd row is read block by
+         * block from an aligned copy (GGUF's rows are never odd). */
+        _Alignas(8) uint8_t blk[256];
+        for (size_t b = 0; b < k / q->block_elems; b++) {
+            memcpy(blk, p + b * q->block_bytes, q->block_bytes);
+            q->dequant(out + b * q->block_elems, blk, q->block_elems);
+        }
         return FX_OK;
     }
     }

@@ -59,8 +59,8 @@ struct fx_kernels {
 };
 
 /* The quantized activations of one call: 4 MiB holds 256 rows of K up to
- * 7700 in one format (a decode step of 256 rows, or a prefill chunk, in
- * one pass), up to 3600 in both; more rows are done in chunks, each
+ * 13000 in one format (a decode step of 256 rows, or a prefill chunk, in
+ * one pass), up to 6800 in both; more rows are done in chunks, each
  * reading W again. */
 #ifndef FX_XQ_BYTES
 #define FX_XQ_BYTES ((size_t)4 << 20)
@@ -297,8 +297,9 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     /* The tiles use aligned loads/stores on the partial sums. */
     uintptr_t a = ((uintptr_t)kc->scratch_raw + 63) & ~(uintptr_t)63;
     kc->scratch = (float *)a;
-    /* Only calls on integer types write it: with the C library's allocator (4 MiB is
-     * an mmap) a model without Q8_0 weights never faults its pages in. */
+    /* Only calls on block types write it: with the C library's allocator
+     * (4 MiB is an mmap) a model of float weights never faults its pages
+     * in. */
     kc->xq_raw = fx_malloc(alloc, FX_XQ_BYTES + 64);
     if (!kc->xq_raw) {
         fx_free(alloc, kc->scratch_raw);

@@ -128,10 +128,11 @@ static void dec_q2_K(const uint8_t *b, qdec *o) {
     const uint8_t *qs = b + offsetof(fx_block_q2_K, qs);
     o->d = fx_f16_to_f32(le16(b + offsetof(fx_block_q2_K, d)));
     o->dmin = fx_f16_to_f32(le16(b + offsetof(fx_block_q2_K, dmin)));
-    for (int e = 0; e < FX_QK_K; e++) {
-        const int h = e / 128, j = e % 128 / 32, l = e % 32;
-        o->w[e] = (int8_t)((qs[32 * h + l] >> (2 * j)) & 3);
-    }
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                o->w[128 * h + 32 * j + l] =
+                    (int8_t)((qs[32 * h + l] >> (2 * j)) & 3);
     for (int s = 0; s < 16; s++) {
         o->sc[s] = scales[s] & 0x0f;
         o->mn[s] = scales[s] >> 4;
@@ -147,11 +148,13 @@ static void dec_q3_K(const uint8_t *b, qdec *o) {
     const uint8_t *qs = b + offsetof(fx_block_q3_K, qs);
     const uint8_t *sc = b + offsetof(fx_block_q3_K, scales);
     o->d = fx_f16_to_f32(le16(b + offsetof(fx_block_q3_K, d)));
-    for (int e = 0; e < FX_QK_K; e++) {
-        const int h = e / 128, j = e % 128 / 32, l = e % 32;
-        const int q = (qs[32 * h + l] >> (2 * j)) & 3;
-        o->w[e] = (int8_t)(q - ((hm[l] >> (4 * h + j)) & 1 ? 0 : 4));
-    }
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                const int q = (qs[32 * h + l] >> (2 * j)) & 3;
+                o->w[128 * h + 32 * j + l] =
+                    (int8_t)(q - ((hm[l] >> (4 * h + j)) & 1 ? 0 : 4));
+            }
     for (int s = 0; s < 16; s++) {
         const int lo = (sc[s % 8] >> (4 * (s / 8))) & 0x0f;
         const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
@@ -176,10 +179,11 @@ static void dec_q4_K(const uint8_t *b, qdec *o) {
     const uint8_t *qs = b + offsetof(fx_block_q4_K, qs);
     o->d = fx_f16_to_f32(le16(b + offsetof(fx_block_q4_K, d)));
     o->dmin = fx_f16_to_f32(le16(b + offsetof(fx_block_q4_K, dmin)));
-    for (int e = 0; e < FX_QK_K; e++) {
-        const int c = e / 64, t = e % 64 / 32, l = e % 32;
-        o->w[e] = (int8_t)((qs[32 * c + l] >> (4 * t)) & 0x0f);
-    }
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            o->w[64 * c + l] = (int8_t)(qs[32 * c + l] & 0x0f);
+            o->w[64 * c + 32 + l] = (int8_t)(qs[32 * c + l] >> 4);
+        }
     for (int s = 0; s < 8; s++)
         scale_min_k4(b + offsetof(fx_block_q4_K, scales), s, &o->sc[s],
                      &o->mn[s]);
@@ -191,11 +195,13 @@ static void dec_q5_K(const uint8_t *b, qdec *o) {
     const uint8_t *qs = b + offsetof(fx_block_q5_K, qs);
     o->d = fx_f16_to_f32(le16(b + offsetof(fx_block_q5_K, d)));
     o->dmin = fx_f16_to_f32(le16(b + offsetof(fx_block_q5_K, dmin)));
-    for (int e = 0; e < FX_QK_K; e++) {
-        const int c = e / 64, t = e % 64 / 32, l = e % 32;
-        o->w[e] = (int8_t)(((qs[32 * c + l] >> (4 * t)) & 0x0f) +
-                           ((qh[l] >> (e / 32)) & 1) * 16);
-    }
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            o->w[64 * c + l] = (int8_t)((qs[32 * c + l] & 0x0f) +
+                                        ((qh[l] >> (2 * c)) & 1) * 16);
+            o->w[64 * c + 32 + l] = (int8_t)((qs[32 * c + l] >> 4) +
+                                             ((qh[l] >> (2 * c + 1)) & 1) * 16);
+        }
     for (int s = 0; s < 8; s++)
         scale_min_k4(b + offsetof(fx_block_q5_K, scales), s, &o->sc[s],
                      &o->mn[s]);
@@ -209,12 +215,14 @@ static void dec_q6_K(const uint8_t *b, qdec *o) {
     const uint8_t *qh = b + offsetof(fx_block_q6_K, qh);
     const uint8_t *sc = b + offsetof(fx_block_q6_K, scales);
     o->d = fx_f16_to_f32(le16(b + offsetof(fx_block_q6_K, d)));
-    for (int e = 0; e < FX_QK_K; e++) {
-        const int h = e / 128, t = e % 128 / 32, l = e % 32;
-        const int lo = (ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15;
-        const int hi = (qh[32 * h + l] >> (2 * t)) & 3;
-        o->w[e] = (int8_t)((lo | hi << 4) - 32);
-    }
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < 4; t++)
+            for (int l = 0; l < 32; l++) {
+                const int lo =
+                    (ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 15;
+                const int hi = (qh[32 * h + l] >> (2 * t)) & 3;
+                o->w[128 * h + 32 * t + l] = (int8_t)((lo | hi << 4) - 32);
+            }
     for (int s = 0; s < 16; s++) o->sc[s] = (int8_t)sc[s];
 }
 
@@ -277,7 +285,7 @@ static int32_t xq_sum(const qdesc *t, const uint8_t *xr, size_t k, size_t b,
 /* y[m][n] is the accumulator of the order (it starts at +0.0f and takes
  * the fmas of block after block; a float stored and loaded is the same
  * float), so the weight block is decoded once for every x row. */
-static inline void qmm_range(const qdesc *t, const fx_mm_job *job, size_t n0,
+__attribute__((always_inline)) static inline void qmm_range(const qdesc *t, const fx_mm_job *job, size_t n0,
                              size_t n1) {
     const size_t k = job->k, nb = k / t->elems, nsub = t->elems / t->sub;
     for (size_t n = n0; n < n1; n++) {

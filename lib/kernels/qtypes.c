@@ -19,6 +19,8 @@ _Static_assert(sizeof(fx_block_q4_K) == 144, "q4_K block");
 _Static_assert(sizeof(fx_block_q5_K) == 176, "q5_K block");
 _Static_assert(sizeof(fx_block_q6_K) == 210, "q6_K block");
 _Static_assert(sizeof(fx_block_iq4_xs) == 136, "iq4_xs block");
+/* convert.c copies a block into 256 bytes */
+_Static_assert(sizeof(fx_block_q6_K) <= 256, "largest block");
 
 #define FX_QTYPE(T, name, blk, elems, xq)                                    \
     {FX_WTYPE_##T, #name, elems, sizeof(blk), xq, fx_dequant_##name,          \
