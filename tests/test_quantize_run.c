@@ -267,6 +267,45 @@ static void test_refusals(void **state) {
     expect_error(&s, "Q4_0", 0, "general.architecture");
 }
 
+/* head_count_kv per layer (an array): llama.cpp's n_gqa reads layer 0. */
+static size_t kv_heads_array(gw_buf *b, void *user) {
+    const int32_t *heads = user;
+    gw_kv_arr_i32(b, "llama.attention.head_count_kv", heads, 1);
+    return 1;
+}
+
+static size_t kv_heads_strings(gw_buf *b, void *user) {
+    (void)user;
+    static const char *const v[] = {"1"};
+    gw_kv_arr_str(b, "llama.attention.head_count_kv", v, 1);
+    return 1;
+}
+
+static void test_per_layer_heads(void **state) {
+    (void)state;
+    gw_model_spec s;
+    small_spec(&s);
+    s.n_head = 4;
+    s.n_head_kv = 1;
+    s.skip_key = "llama.attention.head_count_kv";
+    int32_t one = 1;
+    s.extra_kv = kv_heads_array;
+    s.extra_user = &one;
+    model in;
+    open_spec(&in, &s);
+    const char *path = fx_test_tmp_path("quantize_run_heads.gguf");
+    char err[300];
+    assert_int_equal(quantize(in.g, "Q2_K", 0, 2, path, err, sizeof err), 0);
+    fx_gguf *out = open_file(path);
+    /* 4 query heads per KV head: Q2_K's attn_v is Q4_K (else Q3_K). */
+    assert_int_equal(fx_gguf_find_tensor(out, "blk.0.attn_v.weight")->type, QR_Q4_K);
+    fx_gguf_close(out);
+    close_model(&in);
+    remove(path);
+    s.extra_kv = kv_heads_strings;
+    expect_error(&s, "Q2_K", 0, "llama.attention.head_count_kv is not a whole number");
+}
+
 /* inf or NaN in a weight: llama.cpp's loader refuses it, converted or
  * copied; so does the engine, naming the tensor. */
 static void test_non_finite(void **state) {
@@ -352,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_half_inputs),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_per_layer_heads),
         cmocka_unit_test(test_writer_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
