@@ -139,6 +139,13 @@ fx_cli_case(qerror_synthetic ferrox-qerror 0
   OUT "^tensor [^\n]*\ntoken_embd.weight +f32 +q6_K [^\n]*\n([^\n]*\n)*mean rel 0[.]0[0-9]+ over 29 tensors; whole model rel 0[.]0[0-9]+\n$")
 set_tests_properties(cli_quantize_requantize cli_qerror_synthetic PROPERTIES
                      DEPENDS cli_quantize_progress)
+fx_cli_case(qerror_itself ferrox-qerror 0
+  ARGS ${_fx_cli_model}|${_fx_cli_model}
+  OUT "\nmean rel 0[.]000000 over 29 tensors; whole model rel 0[.]000000\n$")
+fx_cli_case(qerror_other_shape ferrox-qerror 1
+  ARGS ${_fx_cli_model}|tiny.gguf
+  ERR "^ferrox-qerror: token_embd.weight has another shape in tiny.gguf\n$")
+set_tests_properties(cli_qerror_other_shape PROPERTIES DEPENDS cli_mkmodel_progress)
 fx_cli_case(quantize_missing_file ferrox-quantize 1
   ARGS no-such.gguf|out.gguf|Q4_K_M
   ERR "^ferrox-quantize: no-such.gguf: I/O error: cannot open")
