@@ -146,6 +146,9 @@ fx_cli_case(qerror_other_shape ferrox-qerror 1
   ARGS ${_fx_cli_model}|tiny.gguf
   ERR "^ferrox-qerror: token_embd.weight has another shape in tiny.gguf\n$")
 set_tests_properties(cli_qerror_other_shape PROPERTIES DEPENDS cli_mkmodel_progress)
+fx_cli_case(qerror_no_common ferrox-qerror 1
+  ARGS ${_fx_cli_model}|${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf
+  ERR "^ferrox-qerror: no weight matrix of [^\n]* is in [^\n]*ggml-vocab-llama-spm.gguf\n$")
 fx_cli_case(quantize_missing_file ferrox-quantize 1
   ARGS no-such.gguf|out.gguf|Q4_K_M
   ERR "^ferrox-quantize: no-such.gguf: I/O error: cannot open")
