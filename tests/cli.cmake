@@ -158,6 +158,9 @@ fx_cli_case(quantize_missing_type ferrox-quantize 2
   ARGS a.gguf|b.gguf ERR "IN.gguf, OUT.gguf and TYPE are required")
 fx_cli_case(quantize_threads ferrox-quantize 2
   ARGS a.gguf|b.gguf|Q4_0|--threads|0 ERR "--threads: '0' is not a whole number from 1 to 256")
+fx_cli_case(quantize_no_dir ferrox-quantize 1
+  ARGS ${_fx_cli_model}|no-such-dir/out.gguf|Q4_0
+  ERR "^ferrox-quantize: no-such-dir/out.gguf: cannot create a file next to it: ")
 fx_cli_case(quantize_not_gguf ferrox-quantize 1
   ARGS not-gguf.txt|out.gguf|Q4_0 ERR "^ferrox-quantize: not-gguf.txt: not a GGUF file")
 fx_cli_case(qerror_missing_file ferrox-qerror 1
