@@ -1,9 +1,9 @@
 # Tensor kernels (lib/kernels): reach into lib/, so static library only.
 fx_add_test(test_kernels_matmul SOURCES test_kernels_matmul.c INTERNAL)
 fx_add_test(test_kernels_ops SOURCES test_kernels_ops.c INTERNAL)
-fx_add_test(test_quant_kquants SOURCES test_quant_kquants.c INTERNAL)
 fx_add_test(test_qmatmul SOURCES test_qmatmul.c INTERNAL)
 fx_add_test(test_quant_legacy SOURCES test_quant_legacy.c INTERNAL)
+fx_add_test(test_quant_kquants SOURCES test_quant_kquants.c INTERNAL)
 # Its pool test counts sleeps across short gaps between runs: another test
 # on the other core would deschedule the polling threads.
 set_tests_properties(test_kernels_ops_static PROPERTIES RUN_SERIAL TRUE)

@@ -72,7 +72,9 @@ typedef struct fx_weights {
 fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
                           const fx_alloc *alloc, fx_weights *w, fx_error *err);
 /* Copies the matrices the matmuls read (not the embedding table, which
- * is read by row, nor an output tied to it) into one allocation on huge
+ * is read by row, nor an output tied to it, nor the block types of
+ * quants.h, whose kernels read the file's layout in place) into one
+ * allocation on huge
  * pages and points them there, Q8_0 repacked into FX_WTYPE_Q8_0_R16
  * (fx_kernels_prefer_r16), F16 and BF16 into their R12 forms where the
  * kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even and K

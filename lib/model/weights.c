@@ -5,6 +5,8 @@
  */
 #include "model.h"
 
+#include "../kernels/quants.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,16 +97,26 @@ fail:
     return st;
 }
 
-/* The matrices repack considers, in a fixed order. */
+/* The block types of quants.h are read in place from the mapping: their
+ * kernels stream the GGUF layout itself, so a copy would only double the
+ * load's reads for nothing (and a Q4_K model's memory would be its file
+ * plus a copy of it until the mapping's pages are dropped). */
+static bool stays_mapped(const fx_matrix *m) {
+    return fx_qtype_of(m->type) != NULL;
+}
+
+/* The matrices repack copies, in a fixed order. */
 static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
                               fx_matrix **out) {
     size_t n = 0;
-    if (w->output.data != w->tok_embd.data) out[n++] = &w->output;
+    if (w->output.data != w->tok_embd.data && !stays_mapped(&w->output))
+        out[n++] = &w->output;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         fx_layer_weights *l = &w->layers[i];
         fx_matrix *m[] = {&l->wq, &l->wk, &l->wv, &l->wo,
                           &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t j = 0; j < sizeof m / sizeof *m; j++) out[n++] = m[j];
+        for (size_t j = 0; j < sizeof m / sizeof *m; j++)
+            if (!stays_mapped(m[j])) out[n++] = m[j];
     }
     return n;
 }
