@@ -149,6 +149,18 @@ set_tests_properties(cli_qerror_other_shape PROPERTIES DEPENDS cli_mkmodel_progr
 fx_cli_case(qerror_no_common ferrox-qerror 1
   ARGS ${_fx_cli_model}|${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf
   ERR "^ferrox-qerror: no weight matrix of [^\n]* is in [^\n]*ggml-vocab-llama-spm.gguf\n$")
+# The converted model loads and generates.
+fx_cli_case(run_quantized ferrox-run 0
+  ARGS --model|synthetic-q4km.gguf|--prompt|Once|--max-tokens|4
+  ERR "^ferrox-run: finish (length|eos), [0-9]+ prompt tokens [(]0 cached[)], [1-4] generated")
+set_tests_properties(cli_run_quantized PROPERTIES DEPENDS cli_quantize_progress)
+# So does every type and preset, in a model of its own (quantize_check.cmake).
+add_test(NAME cli_quantized_models_run
+  COMMAND ${CMAKE_COMMAND} -DMKMODEL=$<TARGET_FILE:ferrox-mkmodel>
+          -DRUN=$<TARGET_FILE:ferrox-run> -DWORK=${_fx_cli_work}
+          "-DTYPES=f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|Q2_K|Q3_K_S|Q3_K_M|Q3_K_L|Q4_K_S|Q4_K_M|Q5_K_S|Q5_K_M|Q6_K|IQ4_NL|IQ4_XS|q2_k:pure|q3_k:pure|q4_k:pure|q5_k:pure|q6_k:pure|iq4_xs:pure|iq4_nl:pure|q4_1:pure|q5_0:pure|q5_1:pure"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/quantize_check.cmake)
+set_tests_properties(cli_quantized_models_run PROPERTIES TIMEOUT 300 LABELS cli)
 fx_cli_case(quantize_missing_file ferrox-quantize 1
   ARGS no-such.gguf|out.gguf|Q4_K_M
   ERR "^ferrox-quantize: no-such.gguf: I/O error: cannot open")
