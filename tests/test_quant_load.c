@@ -483,6 +483,74 @@ static void test_byte_count_check(void **state) {
     gw_free(&q);
 }
 
+/* ---- the repack at the first forward ---- */
+
+/* A loaded model's copy (fx_weights_repack, then fx_weights_finish on a
+ * pool of 2 threads, in pieces of about 4 MB) is byte for byte the whole
+ * matrix repacked at once: an output of F32, F16 or Q8_0 rows big enough
+ * for several pieces, whose row count (15502) ends in a partial tile of
+ * 12 and of 16 rows. Before the finish the matrices are the file's. */
+static void test_repack_pieces(void **state) {
+    (void)state;
+    const uint32_t types[] = {FX_WTYPE_F32, FX_WTYPE_F16, FX_WTYPE_Q8_0};
+    for (size_t ti = 0; ti < 3; ti++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.n_embd = 256;
+        spec.n_ff = 256;
+        spec.n_layer = 1;
+        spec.n_vocab = 15502;
+        spec.type = types[ti];
+        spec.seed = 17;
+        gw_buf b = {0};
+        gw_build_model(&b, &spec);
+        fx_alloc alloc;
+        fx_alloc_init(&alloc, NULL);
+        fx_gguf *g;
+        fx_error err;
+        fx_hparams hp;
+        fx_weights w;
+        assert_int_equal(fx_gguf_open_memory(b.data, b.len, &alloc, &g, &err),
+                         FX_OK);
+        assert_int_equal(fx_hparams_load(g, &hp, &err), FX_OK);
+        assert_int_equal(fx_weights_bind(g, &hp, &alloc, &w, &err), FX_OK);
+        const fx_matrix file_out = w.output;
+        assert_int_equal(fx_weights_repack(&w, &hp, g, &alloc, &err), FX_OK);
+        assert_ptr_equal(w.output.data, file_out.data);
+        fx_pool *pool;
+        assert_int_equal(fx_pool_create(&alloc, 2, &pool, &err), FX_OK);
+        fx_weights_finish(&w, pool);
+        fx_weights_finish(&w, pool); /* once only */
+        fx_pool_free(pool);
+        assert_ptr_not_equal(w.output.data, file_out.data);
+        const size_t bytes = (size_t)file_out.n *
+                             fx_wtype_row_bytes(file_out.type, file_out.k);
+        uint8_t *want = malloc(bytes);
+        assert_non_null(want);
+        if (w.output.type == FX_WTYPE_Q8_0_R16)
+            assert_int_equal(fx_q8_0_repack_r16(want, file_out.data,
+                                                file_out.n, file_out.k),
+                             FX_OK);
+        else if (fx_wtype_is_r12(w.output.type))
+            assert_int_equal(fx_float_repack_r12(want, file_out.data,
+                                                 file_out.type, file_out.n,
+                                                 file_out.k),
+                             FX_OK);
+        else
+            memcpy(want, file_out.data, bytes);
+        assert_int_equal(fx_wtype_unpacked(w.output.type) ==
+                                 FX_WTYPE_Q8_0_R16
+                             ? FX_WTYPE_Q8_0
+                             : fx_wtype_unpacked(w.output.type),
+                         file_out.type);
+        assert_memory_equal(w.output.data, want, bytes);
+        free(want);
+        fx_weights_free(&w, &alloc);
+        fx_gguf_close(g);
+        gw_free(&b);
+    }
+}
+
 /* ---- resident memory ---- */
 
 static size_t resident_bytes(void) {
@@ -569,6 +637,7 @@ int main(void) {
         cmocka_unit_test(test_unsupported_types),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_byte_count_check),
+        cmocka_unit_test(test_repack_pieces),
         cmocka_unit_test(test_resident),
     };
     return cmocka_run_group_tests_name("quant_load", tests, NULL, NULL);
