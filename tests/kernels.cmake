@@ -38,7 +38,8 @@ endif()
 # shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
   matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c
-  qtypes.c qdot_portable.c qdot_avx2.c qdot_avx512.c quant_legacy.c
+  qtypes.c qdot_portable.c qdot_avx2.c qdot_avx2_k.c qdot_avx512.c qdot_avx512_k.c
+  quant_legacy.c
   quant_iq4.c quant_kquants.c quant_kquants_search.c)
 list(TRANSFORM _fx_kernel_srcs PREPEND ${PROJECT_SOURCE_DIR}/lib/kernels/)
 # OpenBLAS is not linked here either: the fast-mode tests load it at run
@@ -64,7 +65,10 @@ add_executable(test_qmatmul_blocking test_qmatmul.c
                ${_fx_kernel_srcs} ${PROJECT_SOURCE_DIR}/lib/core/core.c)
 target_compile_definitions(test_qmatmul_blocking PRIVATE
   FX_MM_NC=3 FX_MM_MC=4 FX_MM_KC512=40 FX_MM_GROUP=12 FX_XQ_BYTES=16384
-  _GNU_SOURCE)
+  _GNU_SOURCE
+  # qdot_avx512.c: one-row groups from rows of 267 bytes on (K = 768 of
+  # the K-quants), as it does past int32 gather offsets
+  FX_QIDX_MAX=4000)
 target_compile_options(test_qmatmul_blocking PRIVATE -ffp-contract=off)
 target_include_directories(test_qmatmul_blocking PRIVATE
   ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/include

@@ -12,3 +12,4 @@ fx_add_test(test_quantize_run SOURCES test_quantize_run.c
             ${PROJECT_SOURCE_DIR}/examples/quant_rules.c INTERNAL)
 target_include_directories(test_quantize_run_static PRIVATE
                            ${PROJECT_SOURCE_DIR}/examples)
+fx_add_test(test_quant_load SOURCES test_quant_load.c INTERNAL)

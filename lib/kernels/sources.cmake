@@ -12,7 +12,9 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/matmul_q8_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/ops.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_k.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_k.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_portable.c
   ${CMAKE_CURRENT_LIST_DIR}/qtypes.c
   ${CMAKE_CURRENT_LIST_DIR}/quant_iq4.c
