@@ -4,7 +4,7 @@
  *
  *   ferrox-mkmodel [--arch llama|qwen2] [--dim N] [--layers N] [--heads N]
  *                  [--kv-heads N] [--ffn N] [--ctx N]
- *                  [--type f32|f16|bf16|q8_0] [--seed S] [--tied]
+ *                  [--type TYPE [--pure]] [--seed S] [--tied]
  *                  [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf
  *
  * --vocab-from copies every tokenizer.* key of a (vocabulary-only) GGUF,
@@ -13,25 +13,35 @@
  * arguments give the same file on every machine. Progress (each tensor
  * as it is generated, then writing) goes to stderr.
  *
+ * --type f32, f16, bf16 or q8_0 writes every matrix in that type. Any
+ * other of ferrox-quantize's types (q4_0 ... Q4_K_M ...; see its --help)
+ * generates the f32 model and converts it as ferrox-quantize would, each
+ * tensor getting llama-quantize's type for that preset (or the one type
+ * with --pure): the same file as ferrox-quantize makes from the f32 one.
+ *
  * A developer tool: it uses the library's internal GGUF reader and the
  * tests' GGUF writer, the same code the test suite builds its models with.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "gguf/gguf.h"
+#include "gguf_quant.h"
 #include "gguf_writer.h"
 
 static int usage(FILE *f) {
     fprintf(f,
             "usage: ferrox-mkmodel [--arch llama|qwen2] [--dim N] [--layers N]\n"
             "         [--heads N] [--kv-heads N] [--ffn N] [--ctx N]\n"
-            "         [--type f32|f16|bf16|q8_0] [--seed S] [--tied]\n"
+            "         [--type TYPE [--pure]] [--seed S] [--tied]\n"
             "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n"
             "Writes a model with deterministic random weights; the same\n"
-            "arguments give the same file.\n");
+            "arguments give the same file. TYPE: f32 (default), f16, bf16,\n"
+            "q8_0, or any type of ferrox-quantize (q4_0 ... Q4_K_M ...): the\n"
+            "f32 model converted as ferrox-quantize converts it.\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
@@ -59,6 +69,32 @@ static void tensor_done(size_t index, size_t count, const char *name, void *user
     fprintf(stderr, "ferrox-mkmodel: [%zu/%zu] %s\n", index + 1, count, name);
 }
 
+/* The f32 model in b, converted to the preset and written to out. */
+static int convert(const gw_buf *b, const qr_preset *preset, int pure,
+                   const char *out) {
+    fx_alloc alloc;
+    fx_alloc_init(&alloc, NULL);
+    fx_error err;
+    fx_gguf *g = NULL;
+    fx_status st = fx_gguf_open_memory(b->data, b->len, &alloc, &g, &err);
+    if (st != FX_OK)
+        return cli_fail("ferrox-mkmodel", "generated model", fx_status_str(st),
+                        err.message);
+    fprintf(stderr, "ferrox-mkmodel: converting to %s%s, writing %s\n",
+            preset->name, pure ? " (pure)" : "", out);
+    gq_options opt = {preset, pure, 4, NULL, NULL};
+    char msg[512];
+    int rc = gq_quantize_file(g, &opt, out, msg, sizeof msg);
+    fx_gguf_close(g);
+    if (rc != 0) {
+        fprintf(stderr, "ferrox-mkmodel: %s\n", msg);
+        remove(out);
+        return CLI_FAILED;
+    }
+    fprintf(stderr, "ferrox-mkmodel: wrote %s\n", out);
+    return CLI_OK;
+}
+
 int main(int argc, char **argv) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
@@ -70,7 +106,7 @@ int main(int argc, char **argv) {
     spec.n_ff = 512;
     spec.n_ctx = 4096;
     const char *out = NULL, *vocab_from = NULL;
-    int kv_heads_set = 0;
+    int kv_heads_set = 0, pure = 0;
     const char *type = "f32";
     cli c;
     cli_init(&c, "ferrox-mkmodel", argc, argv);
@@ -79,6 +115,7 @@ int main(int argc, char **argv) {
         int bad = 0;
         if (cli_is_help(&c)) return usage(stdout);
         else if (cli_is(&c, "--tied")) spec.tied = 1;
+        else if (cli_is(&c, "--pure")) pure = 1;
         else if (cli_is(&c, "--seed")) bad = cli_u64(&c, 0, UINT64_MAX, &spec.seed);
         else if (cli_is(&c, "-o")) bad = !(out = cli_value(&c));
         else if (cli_is(&c, "--vocab-from")) bad = !(vocab_from = cli_value(&c));
@@ -98,11 +135,18 @@ int main(int argc, char **argv) {
     if (!out) return cli_usage_error(&c, "-o OUT.gguf is required");
     if (strcmp(spec.arch, "llama") != 0 && strcmp(spec.arch, "qwen2") != 0)
         return cli_usage_error(&c, "--arch: '%s' is not llama or qwen2", spec.arch);
-    if (strcmp(type, "f32") == 0) spec.type = 0;
-    else if (strcmp(type, "f16") == 0) spec.type = 1;
-    else if (strcmp(type, "bf16") == 0) spec.type = 30;
-    else if (strcmp(type, "q8_0") == 0) spec.type = 8;
-    else return cli_usage_error(&c, "--type: '%s' is not f32, f16, bf16 or q8_0", type);
+    /* The types the writer makes itself; the others by quantizing. */
+    const qr_preset *preset = NULL;
+    if (strcasecmp(type, "f32") == 0) spec.type = 0;
+    else if (strcasecmp(type, "f16") == 0) spec.type = 1;
+    else if (strcasecmp(type, "bf16") == 0) spec.type = 30;
+    else if (strcasecmp(type, "q8_0") == 0) spec.type = 8;
+    else if ((preset = qr_find_preset(type)) != NULL) spec.type = 0;
+    else
+        return cli_usage_error(&c, "--type: '%s' is not f32, f16, bf16, q8_0 "
+                                   "or a type of ferrox-quantize", type);
+    if (pure && !preset)
+        return cli_usage_error(&c, "--pure needs a quantized --type other than q8_0");
     if (!kv_heads_set) spec.n_head_kv = spec.n_head;
     if (spec.n_embd % spec.n_head != 0 || spec.n_head % spec.n_head_kv != 0 ||
         (spec.type == 8 && (spec.n_embd % 32 != 0 || spec.n_ff % 32 != 0))) {
@@ -140,6 +184,11 @@ int main(int argc, char **argv) {
     gw_buf b = {0};
     gw_build_model(&b, &spec);
     fx_gguf_close(src.gguf);
+    if (preset) {
+        int rc = convert(&b, preset, pure, out);
+        gw_free(&b);
+        return rc;
+    }
     fprintf(stderr, "ferrox-mkmodel: writing %s (%zu bytes)\n", out, b.len);
     if (gw_write_file(&b, out) != 0) {
         fprintf(stderr, "ferrox-mkmodel: cannot write %s\n", out);

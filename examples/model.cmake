@@ -4,12 +4,20 @@ function(fx_add_internal_tool name)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE ferrox_static)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/lib
-                             ${PROJECT_SOURCE_DIR}/tests/support)
+                             ${PROJECT_SOURCE_DIR}/tests/support
+                             ${PROJECT_SOURCE_DIR}/examples)
   ferrox_warnings(${name})
 endfunction()
 
-fx_add_internal_tool(ferrox-mkmodel ferrox-mkmodel.c
-                     ${PROJECT_SOURCE_DIR}/tests/support/gguf_writer.c)
+# The quantization engine (gguf_quant.c) and llama-quantize's per-tensor
+# rules (quant_rules.c), shared by ferrox-quantize and ferrox-mkmodel.
+set(FX_QUANT_TOOL_SOURCES quant_rules.c
+    ${PROJECT_SOURCE_DIR}/tests/support/gguf_quant.c
+    ${PROJECT_SOURCE_DIR}/tests/support/gguf_writer.c)
+fx_add_internal_tool(ferrox-mkmodel ferrox-mkmodel.c ${FX_QUANT_TOOL_SOURCES})
+fx_add_internal_tool(ferrox-quantize ferrox-quantize.c ${FX_QUANT_TOOL_SOURCES})
+# Per-tensor error of a quantized model against its F32 source.
+fx_add_internal_tool(ferrox-qerror ferrox-qerror.c quant_rules.c)
 
 # The benchmark drives the batcher through the public API, and for its
 # roofline phase times the matmul kernels and OpenBLAS sgemm on the same

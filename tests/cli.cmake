@@ -32,7 +32,7 @@ endfunction()
 
 # Every tool: --help and an unknown option.
 foreach(tool ferrox-run ferrox-info ferrox-tokenize ferrox-chat-template
-             ferrox-mkmodel ferrox-bench)
+             ferrox-mkmodel ferrox-bench ferrox-quantize ferrox-qerror)
   fx_cli_case(${tool}_help ${tool} 0 ARGS --help)
   fx_cli_case(${tool}_unknown ${tool} 2 ARGS --no-such-option
               ERR "^${tool}: unknown option --no-such-option\n")
@@ -113,7 +113,70 @@ fx_cli_case(chat_template_no_message ferrox-chat-template 2
 fx_cli_case(mkmodel_negative ferrox-mkmodel 2
   ARGS --dim|-3|-o|x.gguf ERR "--dim: '-3' is not a whole number")
 fx_cli_case(mkmodel_type ferrox-mkmodel 2
-  ARGS --type|q4|-o|x.gguf ERR "--type: 'q4' is not f32, f16, bf16 or q8_0")
+  ARGS --type|q4|-o|x.gguf ERR "--type: 'q4' is not f32, f16, bf16, q8_0 or a type of ferrox-quantize")
+fx_cli_case(mkmodel_pure_float ferrox-mkmodel 2
+  ARGS --type|f16|--pure|-o|x.gguf ERR "--pure needs a quantized --type")
+# A preset: generated in f32, then converted as ferrox-quantize does.
+fx_cli_case(mkmodel_preset ferrox-mkmodel 0
+  ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|--type|q4_0|-o|tiny-q4_0.gguf
+  ERR "ferrox-mkmodel: converting to Q4_0, writing tiny-q4_0.gguf\nferrox-mkmodel: wrote tiny-q4_0.gguf\n$")
+# Rows of 96 are not whole blocks of 256: llama-quantize would fail too.
+fx_cli_case(mkmodel_preset_pure_rows ferrox-mkmodel 1
+  ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|--type|q4_k|--pure|-o|tiny-q4k.gguf
+  ERR "ferrox-mkmodel: output.weight: rows of 64 elements are not whole blocks of q4_K [(]256 elements[)]\n$")
+
+# ferrox-quantize: each tensor's conversion on stderr, the tied embedding
+# as the output matrix (q6_K); then what it refuses. ferrox-qerror
+# compares the result with its source.
+fx_cli_case(quantize_progress ferrox-quantize 0
+  ARGS ${_fx_cli_model}|synthetic-q4km.gguf|q4_k_m|--threads|2
+  ERR "^ferrox-quantize: [^\n]* -> synthetic-q4km.gguf as Q4_K_M, 2 threads\nferrox-quantize: [[]1/38[]] output_norm.weight [(]256[)] f32 -> f32\nferrox-quantize: [[]2/38[]] token_embd.weight [(]256 x 32000[)] f32 -> q6_K\n([^\n]*\n)*ferrox-quantize: [[]38/38[]] blk.3.ffn_up.weight [(]256 x 768[)] f32 -> q4_K\nferrox-quantize: wrote synthetic-q4km.gguf: 29 tensors converted [(]0 fallback[)], [0-9.]+ MiB -> [0-9.]+ MiB\n$")
+fx_cli_case(quantize_requantize ferrox-quantize 1
+  ARGS synthetic-q4km.gguf|again.gguf|Q8_0
+  ERR "ferrox-quantize: synthetic-q4km.gguf: token_embd.weight is q6_k: only f32, f16 and bf16 weights are converted\n$")
+fx_cli_case(qerror_synthetic ferrox-qerror 0
+  ARGS ${_fx_cli_model}|synthetic-q4km.gguf
+  OUT "^tensor [^\n]*\ntoken_embd.weight +f32 +q6_K [^\n]*\n([^\n]*\n)*mean rel 0[.]0[0-9]+ over 29 tensors; whole model rel 0[.]0[0-9]+\n$")
+set_tests_properties(cli_quantize_requantize cli_qerror_synthetic PROPERTIES
+                     DEPENDS cli_quantize_progress)
+fx_cli_case(qerror_itself ferrox-qerror 0
+  ARGS ${_fx_cli_model}|${_fx_cli_model}
+  OUT "\nmean rel 0[.]000000 over 29 tensors; whole model rel 0[.]000000\n$")
+fx_cli_case(qerror_other_shape ferrox-qerror 1
+  ARGS ${_fx_cli_model}|tiny.gguf
+  ERR "^ferrox-qerror: token_embd.weight has another shape in tiny.gguf\n$")
+set_tests_properties(cli_qerror_other_shape PROPERTIES DEPENDS cli_mkmodel_progress)
+fx_cli_case(qerror_no_common ferrox-qerror 1
+  ARGS ${_fx_cli_model}|${FX_TEST_DATA_DIR}/vocab/ggml-vocab-llama-spm.gguf
+  ERR "^ferrox-qerror: no weight matrix of [^\n]* is in [^\n]*ggml-vocab-llama-spm.gguf\n$")
+# The converted model loads and generates.
+fx_cli_case(run_quantized ferrox-run 0
+  ARGS --model|synthetic-q4km.gguf|--prompt|Once|--max-tokens|4
+  ERR "^ferrox-run: finish (length|eos), [0-9]+ prompt tokens [(]0 cached[)], [1-4] generated")
+set_tests_properties(cli_run_quantized PROPERTIES DEPENDS cli_quantize_progress)
+# So does every type and preset, in a model of its own (quantize_check.cmake).
+add_test(NAME cli_quantized_models_run
+  COMMAND ${CMAKE_COMMAND} -DMKMODEL=$<TARGET_FILE:ferrox-mkmodel>
+          -DRUN=$<TARGET_FILE:ferrox-run> -DWORK=${_fx_cli_work}
+          "-DTYPES=f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|Q2_K|Q3_K_S|Q3_K_M|Q3_K_L|Q4_K_S|Q4_K_M|Q5_K_S|Q5_K_M|Q6_K|IQ4_NL|IQ4_XS|q2_k:pure|q3_k:pure|q4_k:pure|q5_k:pure|q6_k:pure|iq4_xs:pure|iq4_nl:pure|q4_1:pure|q5_0:pure|q5_1:pure"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/quantize_check.cmake)
+set_tests_properties(cli_quantized_models_run PROPERTIES TIMEOUT 300 LABELS cli)
+fx_cli_case(quantize_missing_file ferrox-quantize 1
+  ARGS no-such.gguf|out.gguf|Q4_K_M
+  ERR "^ferrox-quantize: no-such.gguf: I/O error: cannot open")
+fx_cli_case(quantize_unknown_type ferrox-quantize 2
+  ARGS a.gguf|b.gguf|Q9_K ERR "TYPE: 'Q9_K' is not a type ferrox-quantize makes")
+fx_cli_case(quantize_missing_type ferrox-quantize 2
+  ARGS a.gguf|b.gguf ERR "IN.gguf, OUT.gguf and TYPE are required")
+fx_cli_case(quantize_threads ferrox-quantize 2
+  ARGS a.gguf|b.gguf|Q4_0|--threads|0 ERR "--threads: '0' is not a whole number from 1 to 256")
+fx_cli_case(quantize_no_dir ferrox-quantize 1
+  ARGS ${_fx_cli_model}|no-such-dir/out.gguf|Q4_0
+  ERR "^ferrox-quantize: no-such-dir/out.gguf: cannot create a file next to it: ")
+fx_cli_case(quantize_not_gguf ferrox-quantize 1
+  ARGS not-gguf.txt|out.gguf|Q4_0 ERR "^ferrox-quantize: not-gguf.txt: not a GGUF file")
+fx_cli_case(qerror_missing_file ferrox-qerror 1
+  ARGS no-such.gguf|b.gguf ERR "^ferrox-qerror: no-such.gguf: I/O error: cannot open")
 fx_cli_case(mkmodel_progress ferrox-mkmodel 0
   ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|-o|tiny.gguf
   ERR "generating f32 weights: 1 layers[^\n]*\nferrox-mkmodel: [[]1/12[]] token_embd.weight\n([^\n]*\n)*ferrox-mkmodel: [[]12/12[]] blk.0.ffn_down.weight\nferrox-mkmodel: writing tiny.gguf [(][0-9]+ bytes[)]\nferrox-mkmodel: wrote tiny.gguf\n$")

@@ -62,6 +62,7 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     if (max_tokens == 0 || max_ctx == 0)
         return fx_fail(err, FX_ERR_INVALID_ARG,
                        "forward: max_tokens and max_ctx must be positive");
+    fx_weights_finish(w, fx_kernels_pool(kc));
     fx_forward *f = fx_calloc(alloc, 1, sizeof *f);
     if (!f) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     f->alloc = *alloc;

@@ -7,6 +7,8 @@
  */
 #include "model.h"
 
+#include "../kernels/quants.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -152,10 +154,17 @@ typedef enum tensor_kind {
     KIND_VECTOR  /* norms and biases: f32 only */
 } tensor_kind;
 
+/* The weight types the matmuls and the embedding lookup take: the float
+ * types, Q8_0 and every block type of quants.h (read in place). */
 static bool weight_type_supported(uint32_t type) {
     return type == FX_TYPE_F32 || type == FX_TYPE_F16 ||
-           type == FX_TYPE_BF16 || type == FX_TYPE_Q8_0;
+           type == FX_TYPE_BF16 || type == FX_TYPE_Q8_0 ||
+           fx_qtype_of((fx_wtype)type) != NULL;
 }
+
+#define SUPPORTED_WEIGHT_TYPES                                                \
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, " \
+    "q6_k, iq4_nl and iq4_xs"
 
 /* Checks one tensor's presence, type and shape ([ne0] or [ne0, ne1]). */
 static fx_status expect(const fx_gguf *g, const char *name, tensor_kind kind,
@@ -190,13 +199,30 @@ static fx_status expect(const fx_gguf *g, const char *name, tensor_kind kind,
     if (!type_ok)
         return fx_fail(err, kind == KIND_VECTOR ? FX_ERR_BAD_SHAPE
                                                 : FX_ERR_UNSUPPORTED,
-                       "tensor '%s' at offset %llu has type %s; %s",
+                       "tensor '%s' at offset %llu has type %s (id %u); %s",
                        name, (unsigned long long)t->info_offset,
-                       fx_ggml_type_name(t->type),
+                       fx_ggml_type_name(t->type), (unsigned)t->type,
                        kind == KIND_VECTOR
                            ? "norm and bias tensors must be f32"
-                           : "supported weight types are f32, f16, bf16 and "
-                             "q8_0");
+                           : "supported weight types are "
+                             SUPPORTED_WEIGHT_TYPES);
+    /* The kernels index a matrix as n rows of fx_wtype_row_bytes each:
+     * that must be exactly the bytes the reader placed for the tensor, or
+     * a row past the table's idea of its end would be read. */
+    if (kind == KIND_MATRIX) {
+        const size_t row = fx_wtype_row_bytes((fx_wtype)t->type, (size_t)ne0);
+        uint64_t bytes;
+        if (row == 0 || !fx_mul_u64(row, ne1, &bytes) || bytes != t->n_bytes)
+            return fx_fail(err, FX_ERR_BAD_TENSOR,
+                           "tensor '%s' at offset %llu: %llu bytes of type %s "
+                           "do not hold %llu rows of %llu elements (%llu "
+                           "bytes a row)",
+                           name, (unsigned long long)t->info_offset,
+                           (unsigned long long)t->n_bytes,
+                           fx_ggml_type_name(t->type),
+                           (unsigned long long)ne1, (unsigned long long)ne0,
+                           (unsigned long long)row);
+    }
     return FX_OK;
 }
 

@@ -58,6 +58,8 @@ typedef struct fx_layer_weights {
     fx_matrix w_gate, w_up, w_down;  /* [n_embd -> n_ff], [n_ff -> n_embd] */
 } fx_layer_weights;
 
+typedef struct fx_weights_pending fx_weights_pending;
+
 typedef struct fx_weights {
     fx_matrix tok_embd;              /* [n_vocab rows of n_embd] */
     const float *output_norm;        /* [n_embd] */
@@ -65,25 +67,34 @@ typedef struct fx_weights {
     const float *rope_freqs;         /* [n_rot/2] or NULL */
     fx_layer_weights *layers;        /* [n_layer] */
     void *repacked;                  /* fx_weights_repack's copy, or NULL */
+    fx_weights_pending *pending;     /* the copy fx_weights_finish makes */
 } fx_weights;
 
 /* Points every field into the mapped file; fx_hparams_load must have
  * checked the tensor table first. */
 fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
                           const fx_alloc *alloc, fx_weights *w, fx_error *err);
-/* Copies the matrices the matmuls read (not the embedding table, which
- * is read by row, nor an output tied to it) into one allocation on huge
- * pages and points them there, Q8_0 repacked into FX_WTYPE_Q8_0_R16
- * (fx_kernels_prefer_r16), F16 and BF16 into their R12 forms where the
- * kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even and K
- * % 8 == 0, the others as they are: the same bits out of every matmul,
- * decode faster than from the file mapping. The file's pages of those
- * tensors are then released
- * (fx_gguf_release), so the copy does not double the resident memory.
- * On failure w is unchanged. */
+/* Plans a copy of the matrices the matmuls read (not the embedding table,
+ * which is read by row, nor an output tied to it, nor the block types of
+ * quants.h, whose kernels read the file's layout in place) into one
+ * allocation on huge pages, Q8_0 repacked into FX_WTYPE_Q8_0_R16
+ * (fx_kernels_prefer_r16), F32, F16 and BF16 into their R12 forms where
+ * the kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even
+ * and K % 8 == 0, the others as they are: the same bits out of every
+ * matmul, decode faster than from the file mapping. The allocation is
+ * made here, so running out of memory fails the load; the copy is
+ * fx_weights_finish's. On failure w is unchanged. */
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
                             const fx_gguf *gguf, const fx_alloc *alloc,
                             fx_error *err);
+/* Makes the copy fx_weights_repack planned, once, on pool's threads (NULL:
+ * the caller's), and points the matrices there; the file's pages of those
+ * tensors are released (fx_gguf_release), so the copy does not double the
+ * resident memory. Called by fx_forward_create: the model's load reads no
+ * weight, and the first batcher's threads share the copy. Thread-safe: a
+ * second caller waits for the first's copy. Nothing to do without a
+ * plan. */
+void fx_weights_finish(const fx_weights *w, fx_pool *pool);
 /* Frees what bind and repack allocated. */
 void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
 

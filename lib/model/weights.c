@@ -5,6 +5,9 @@
  */
 #include "model.h"
 
+#include "../kernels/quants.h"
+
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,16 +98,26 @@ fail:
     return st;
 }
 
-/* The matrices repack considers, in a fixed order. */
+/* The block types of quants.h are read in place from the mapping: their
+ * kernels stream the GGUF layout itself, so a copy would only double the
+ * load's reads for nothing (and a Q4_K model's memory would be its file
+ * plus a copy of it until the mapping's pages are dropped). */
+static bool stays_mapped(const fx_matrix *m) {
+    return fx_qtype_of(m->type) != NULL;
+}
+
+/* The matrices repack copies, in a fixed order. */
 static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
                               fx_matrix **out) {
     size_t n = 0;
-    if (w->output.data != w->tok_embd.data) out[n++] = &w->output;
+    if (w->output.data != w->tok_embd.data && !stays_mapped(&w->output))
+        out[n++] = &w->output;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         fx_layer_weights *l = &w->layers[i];
         fx_matrix *m[] = {&l->wq, &l->wk, &l->wv, &l->wo,
                           &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t j = 0; j < sizeof m / sizeof *m; j++) out[n++] = m[j];
+        for (size_t j = 0; j < sizeof m / sizeof *m; j++)
+            if (!stays_mapped(m[j])) out[n++] = m[j];
     }
     return n;
 }
@@ -123,6 +136,63 @@ static fx_wtype repacked_type(const fx_matrix *m) {
     return m->type;
 }
 
+/* A matrix's rows are copied in pieces of whole tiles (a multiple of 48,
+ * both 12 and 16): a tile's place and layout depend only on its first row
+ * and, for the last tile, on the matrix's row count, so pieces repacked
+ * apart give the bytes of the whole. About 4 MB a piece: hundreds of tasks
+ * for the pool to balance, each long enough to amortize its hand-off. */
+#define PIECE_ROWS_UNIT 48u
+#define PIECE_BYTES ((size_t)4 << 20)
+
+typedef struct repack_piece {
+    uint32_t matrix, row0, rows;
+} repack_piece;
+
+typedef struct repack_matrix {
+    fx_matrix *m;
+    uint8_t *dst;
+    fx_wtype to;
+} repack_matrix;
+
+struct fx_weights_pending {
+    pthread_mutex_t lock;
+    int done;
+    const fx_gguf *gguf;
+    size_t n_matrices, n_pieces;
+    repack_matrix *matrices;
+    repack_piece *pieces;
+};
+
+static void repack_piece_run(void *ctx, size_t task, unsigned thread) {
+    (void)thread;
+    const fx_weights_pending *p = ctx;
+    const repack_piece *pc = &p->pieces[task];
+    const repack_matrix *rm = &p->matrices[pc->matrix];
+    const fx_matrix *m = rm->m;
+    const size_t row = fx_wtype_row_bytes(m->type, m->k);
+    const size_t at = (size_t)pc->row0 * row, bytes = (size_t)pc->rows * row;
+    const uint8_t *src = (const uint8_t *)m->data + at;
+    /* Shapes were checked at load and by repacked_type: cannot fail. A
+     * piece of the last tile's rows is the matrix's own last tile. */
+    if (rm->to == FX_WTYPE_Q8_0_R16)
+        (void)fx_q8_0_repack_r16(rm->dst + at, src, pc->rows, m->k);
+    else if (fx_wtype_is_r12(rm->to))
+        (void)fx_float_repack_r12(rm->dst + at, src, m->type, pc->rows, m->k);
+    else
+        memcpy(rm->dst + at, src, bytes);
+    /* Read once: the mapping's pages go, so the copy does not double the
+     * resident memory (pages shared with a neighbour piece stay). */
+    fx_gguf_release(p->gguf, src, bytes);
+}
+
+static void pending_free(fx_weights_pending *p, const fx_alloc *alloc) {
+    if (!p) return;
+    pthread_mutex_destroy(&p->lock);
+    fx_free(alloc, p->matrices);
+    fx_free(alloc, p->pieces);
+    fx_free(alloc, p);
+}
+
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
                             const fx_gguf *gguf, const fx_alloc *alloc,
                             fx_error *err) {
@@ -132,50 +202,90 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
     const size_t n = matmul_matrices(w, hp, list);
     /* Every offset a multiple of 64, so a tile's loads stay aligned. */
     uint64_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += ((uint64_t)list[i]->n *
-                      fx_wtype_row_bytes(list[i]->type, list[i]->k) +
-                  63) & ~(uint64_t)63;
+    size_t n_pieces = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t row = fx_wtype_row_bytes(list[i]->type, list[i]->k);
+        total += ((uint64_t)list[i]->n * row + 63) & ~(uint64_t)63;
+        size_t per = PIECE_BYTES / row / PIECE_ROWS_UNIT * PIECE_ROWS_UNIT;
+        if (per == 0) per = PIECE_ROWS_UNIT;
+        n_pieces += (list[i]->n + per - 1) / per;
+    }
     if (total == 0) {
         fx_free(alloc, list);
         return FX_OK;
     }
-    /* On huge pages: fewer page faults at load, fewer TLB misses after. */
+    /* On huge pages: fewer page faults at load, fewer TLB misses after.
+     * Allocated now (a failure is the load's), touched only by the copy. */
     void *raw = NULL;
     uint8_t *at = total <= SIZE_MAX
                       ? fx_malloc_huge(alloc, (size_t)total, &raw)
                       : NULL;
-    if (!at) {
+    fx_weights_pending *p = fx_calloc(alloc, 1, sizeof *p);
+    if (p) {
+        p->matrices = fx_malloc_array(alloc, n, sizeof *p->matrices);
+        p->pieces = fx_malloc_array(alloc, n_pieces, sizeof *p->pieces);
+    }
+    if (!at || !p || !p->matrices || !p->pieces ||
+        pthread_mutex_init(&p->lock, NULL) != 0) {
+        if (p) {
+            fx_free(alloc, p->matrices);
+            fx_free(alloc, p->pieces);
+        }
+        fx_free(alloc, p);
+        fx_free(alloc, raw);
         fx_free(alloc, list);
         return fx_fail(err, FX_ERR_NOMEM,
                        "out of memory for the repacked weights (%llu bytes)",
                        (unsigned long long)total);
     }
+    p->gguf = gguf;
+    p->n_matrices = n;
     for (size_t i = 0; i < n; i++) {
         fx_matrix *m = list[i];
-        const size_t bytes = (size_t)m->n * fx_wtype_row_bytes(m->type, m->k);
-        const fx_wtype to = repacked_type(m);
-        /* Shapes were checked at load and by repacked_type: cannot fail */
-        if (to == FX_WTYPE_Q8_0_R16)
-            (void)fx_q8_0_repack_r16(at, m->data, m->n, m->k);
-        else if (fx_wtype_is_r12(to))
-            (void)fx_float_repack_r12(at, m->data, m->type, m->n, m->k);
-        else
-            memcpy(at, m->data, bytes);
-        m->type = to;
-        fx_gguf_release(gguf, m->data, bytes);
-        m->data = at;
-        at += (bytes + 63) & ~(size_t)63;
+        const size_t row = fx_wtype_row_bytes(m->type, m->k);
+        p->matrices[i] = (repack_matrix){m, at, repacked_type(m)};
+        size_t per = PIECE_BYTES / row / PIECE_ROWS_UNIT * PIECE_ROWS_UNIT;
+        if (per == 0) per = PIECE_ROWS_UNIT;
+        for (uint32_t r = 0; r < m->n; r += (uint32_t)per)
+            p->pieces[p->n_pieces++] = (repack_piece){
+                (uint32_t)i, r,
+                (uint32_t)(m->n - r < per ? m->n - r : per)};
+        at += ((size_t)m->n * row + 63) & ~(size_t)63;
     }
     fx_free(alloc, list);
     w->repacked = raw;
+    w->pending = p;
     return FX_OK;
+}
+
+void fx_weights_finish(const fx_weights *cw, fx_pool *pool) {
+    /* Every fx_weights is its owner's plain object: the const is the
+     * forward pass's promise not to change the weights' values, which
+     * the repack keeps (the same bits out of every matmul). */
+    fx_weights *w = (fx_weights *)(uintptr_t)cw;
+    fx_weights_pending *p = w->pending;
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    if (!p->done) {
+        if (!pool ||
+            fx_pool_run(pool, repack_piece_run, p, p->n_pieces) != FX_OK)
+            for (size_t i = 0; i < p->n_pieces; i++)
+                repack_piece_run(p, i, 0);
+        for (size_t i = 0; i < p->n_matrices; i++) {
+            p->matrices[i].m->data = p->matrices[i].dst;
+            p->matrices[i].m->type = p->matrices[i].to;
+        }
+        p->done = 1;
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 void fx_weights_free(fx_weights *w, const fx_alloc *alloc) {
     if (!w) return;
     fx_free(alloc, w->layers);
     w->layers = NULL;
+    pending_free(w->pending, alloc);
+    w->pending = NULL;
     fx_free(alloc, w->repacked);
     w->repacked = NULL;
 }

@@ -147,15 +147,34 @@ void gw_tensor_info(gw_buf *b, const char *name, uint32_t n_dims,
     gw_u64(b, offset);
 }
 
+/* ggml's block layouts: elements and bytes per block. */
+static int block_layout(uint32_t type, uint32_t *elems, uint32_t *bytes) {
+    static const struct { uint32_t type, elems, bytes; } t[] = {
+        {0, 1, 4},     {1, 1, 2},     {30, 1, 2},    {2, 32, 18},
+        {3, 32, 20},   {6, 32, 22},   {7, 32, 24},   {8, 32, 34},
+        {10, 256, 84}, {11, 256, 110}, {12, 256, 144}, {13, 256, 176},
+        {14, 256, 210}, {20, 32, 18}, {23, 256, 136}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (t[i].type == type) {
+            *elems = t[i].elems;
+            *bytes = t[i].bytes;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint32_t gw_block_elems(uint32_t type) {
+    uint32_t e, b;
+    return block_layout(type, &e, &b) ? e : 0;
+}
+
 uint64_t gw_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims) {
     uint64_t elems = 1;
     for (uint32_t d = 0; d < n_dims; d++) elems *= dims[d];
-    switch (type) {
-    case 0: return elems * 4;
-    case 1: case 30: return elems * 2;
-    case 8: return elems / 32 * 34;
-    default: return 0;
-    }
+    uint32_t be, bb;
+    if (!block_layout(type, &be, &bb)) return 0;
+    return elems / be * bb;
 }
 
 /* ---- whole models ---- */
@@ -199,13 +218,35 @@ typedef struct tensor_plan {
     uint64_t bytes;
 } tensor_plan;
 
-static void write_tensor_data(gw_buf *b, const tensor_plan *t, uint64_t *rng) {
+static void write_tensor_data(gw_buf *b, const tensor_plan *t, uint64_t *rng,
+                              const gw_model_spec *s) {
     uint64_t elems = t->dims[0] * (t->n_dims > 1 ? t->dims[1] : 1);
     float scale = t->n_dims == 1 ? 0.1f : 1.0f / sqrtf((float)t->dims[0]);
     if (t->n_dims == 1) {
         /* Norm weights near 1 keep activations in range. */
         for (uint64_t i = 0; i < elems; i++)
             gw_f32(b, 1.0f + random_weight(rng, scale));
+        return;
+    }
+    if (t->type != 0 && t->type != 1 && t->type != 8 && t->type != 30) {
+        /* A block type: the f32 model's floats, encoded by the hook. */
+        float *x = malloc(elems * sizeof *x);
+        uint8_t *out = malloc(t->bytes ? t->bytes : 1);
+        if (!x || !out || !s->quantize) {
+            fprintf(stderr, "gguf_writer: type %u needs the quantize hook\n",
+                    t->type);
+            exit(1);
+        }
+        for (uint64_t i = 0; i < elems; i++) x[i] = random_weight(rng, scale);
+        size_t n = s->quantize(t->type, x, elems, out, s->quantize_user);
+        if (n != t->bytes) {
+            fprintf(stderr, "gguf_writer: the hook wrote %zu bytes of %llu\n",
+                    n, (unsigned long long)t->bytes);
+            exit(1);
+        }
+        gw_bytes(b, out, n);
+        free(x);
+        free(out);
         return;
     }
     if (t->type == 8) {
@@ -300,7 +341,7 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
         if (s->skip_tensor && strcmp(plan[i].name, s->skip_tensor) == 0)
             continue;
         if (s->bad_shape_tensor && strcmp(plan[i].name, s->bad_shape_tensor) == 0)
-            plan[i].dims[0] += plan[i].type == 8 ? 32 : 1;
+            plan[i].dims[0] += gw_block_elems(plan[i].type) ? gw_block_elems(plan[i].type) : 1;
         plan[n++] = plan[i];
     }
     uint32_t align = s->alignment ? s->alignment : 32;
@@ -381,7 +422,7 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     uint64_t rng = s->seed;
     for (size_t i = 0; i < n; i++) {
         while (b->len < data_start + plan[i].offset) gw_u8(b, 0);
-        write_tensor_data(b, &plan[i], &rng);
+        write_tensor_data(b, &plan[i], &rng, s);
         if (s->on_tensor) s->on_tensor(i, n, plan[i].name, s->on_tensor_user);
     }
     free(plan);

@@ -48,8 +48,11 @@ void gw_kv_arr_i32(gw_buf *b, const char *key, const int32_t *v, size_t n);
 void gw_tensor_info(gw_buf *b, const char *name, uint32_t n_dims,
                     const uint64_t *dims, uint32_t type, uint64_t offset);
 
-/* Bytes one tensor of this type and shape takes (0 for unknown types). */
+/* Bytes one tensor of this type and shape takes (0 for unknown types):
+ * the float types, Q8_0 and the block types of lib/kernels/quants.h. */
 uint64_t gw_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims);
+/* Elements per block of a type gw_tensor_bytes knows (1: float), else 0. */
+uint32_t gw_block_elems(uint32_t type);
 
 /* ---- whole files ---- */
 
@@ -61,7 +64,8 @@ typedef struct gw_model_spec {
     const char *arch;   /* "llama" or "qwen2" */
     uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
     uint32_t type;      /* weight type of the 2-D matrices: 0 f32, 1 f16,
-                           8 q8_0, 30 bf16 */
+                           8 q8_0, 30 bf16, or with `quantize` any type
+                           gw_tensor_bytes knows */
     int tied;           /* no output.weight: the embedding is reused */
     uint64_t seed;
     uint32_t alignment; /* 0: default 32, not written */
@@ -79,6 +83,14 @@ typedef struct gw_model_spec {
      * 0, count, name), for tools that show progress. */
     void (*on_tensor)(size_t index, size_t count, const char *name, void *user);
     void *on_tensor_user;
+    /* Optional: encodes n floats (whole rows) of the random weights into
+     * out as `type`, returning the bytes written: for the block types,
+     * whose quantizers live in the static library (gguf_quant.h's
+     * gq_encode is one). The floats are those an f32 model of the same
+     * seed holds. */
+    size_t (*quantize)(uint32_t type, const float *x, size_t n, void *out,
+                       void *user);
+    void *quantize_user;
 } gw_model_spec;
 
 void gw_model_spec_default(gw_model_spec *spec);
