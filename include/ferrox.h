@@ -353,8 +353,9 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         nothing: processes that map the
                                         same file share its pages, and the
                                         load reads no weight. Without it the
-                                        weight matrices are copied once, at
-                                        load, into huge pages and the order
+                                        float and Q8_0 matrices are copied
+                                        once, at the first batcher, into
+                                        huge pages and the order
                                         the kernels stream fastest (the
                                         same bits either way; decode is
                                         slower from the mapping) */
@@ -410,10 +411,14 @@ static inline void fx_model_params_init(fx_model_params *params) {
  *
  * The file is memory-mapped, not read: do not truncate or rewrite it while
  * the model is loaded (reading a truncated mapping raises SIGBUS). The
- * weight matrices are then copied, through the allocator, into huge pages
- * and the order the kernels stream fastest (as many bytes as the tensors;
- * their pages of the mapping are released), unless params.flags has
- * FX_MODEL_MAPPED_WEIGHTS.
+ * F32, F16, BF16 and Q8_0 weight matrices get a buffer, through the
+ * allocator, of huge pages (as many bytes as the tensors) here, and are
+ * copied into the order the kernels stream fastest by the first
+ * fx_batcher_create over the model, on its threads (their pages of the
+ * mapping are then released), unless params.flags has
+ * FX_MODEL_MAPPED_WEIGHTS. Block-quantized matrices (Q4_0 to Q6_K, IQ4_NL,
+ * IQ4_XS) are always computed from the mapping: their file layout is
+ * what the kernels read.
  *
  * Threads: any thread; loads are independent of each other.
  *
