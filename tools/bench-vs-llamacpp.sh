@@ -69,12 +69,19 @@ for model in "$@"; do
     name=$(basename "$model" .gguf)
     "$peer/bin/llama-batched-bench" -m "$model" -c $(( (npp + ntg) * ${npl##*,} + 64 )) \
         -b 2048 -ub 512 -npp "$npp" -ntg "$ntg" -npl "$npl" -t "$threads" \
-        > "$tmp/ll" 2> "$tmp/ll.err" || { echo "$name: llama-batched-bench failed" >&2; continue; }
+        > "$tmp/ll" 2>&1 || { echo "$name: llama-batched-bench failed: $(tail -1 "$tmp/ll")" >&2; continue; }
     "$build/examples/ferrox-bench" --model "$model" --threads "$threads" \
         --phases roofline,prefill,decode --rows "$npl" --prompt-tokens "$npp" \
         --gen-tokens "$ntg" --repeats "$repeats" > "$tmp/fx" 2> "$tmp/fx.err" ||
         { echo "$name: ferrox-bench failed: $(tail -1 "$tmp/fx.err")" >&2; continue; }
-    read -r ll_load ll_rss < <(startup "$tmp/lls" "$peer/bin/llama-simple" -m "$model" -n 1 -t "$threads" "Hello")
+    # llama.cpp's llama-simple takes the prompt as its last argument, the
+    # forks' (common argument parser) as -p.
+    if "$peer/bin/llama-simple" -m "$model" -n 1 -t "$threads" "Hello" > /dev/null 2>&1; then
+        prompt_arg=(Hello)
+    else
+        prompt_arg=(-p Hello)
+    fi
+    read -r ll_load ll_rss < <(startup "$tmp/lls" "$peer/bin/llama-simple" -m "$model" -n 1 -t "$threads" "${prompt_arg[@]}")
     read -r fx_load fx_rss < <(startup "$tmp/fxs" "$build/examples/ferrox-run" --model "$model" \
         --prompt "Hello" --max-tokens 1 --threads "$threads")
     last=${npl##*,}

@@ -66,6 +66,11 @@
  * quantized once per call in each format the weights of the call need:
  * the rule above in blocks of 32 (FX_XQ_32, the 32-element types) or 256
  * (FX_XQ_256, the K-quants and IQ4_XS, whose scales come per 256).
+ * Kept in F32, x would cap them at the float kernels' fma rate plus the
+ * unpacking: measured on the 246M model (Zen 4, 2 threads), 128-token
+ * prefill ran 940-1070 tok/s on Q4_K_M weights against 360-490 on F32
+ * weights, whose kernels are bound by exactly that rate
+ * (docs/perf/NOTES.md, 2026-12-05).
  */
 #ifndef FX_KERNELS_H
 #define FX_KERNELS_H
