@@ -141,6 +141,11 @@ static inline bool fx_xq_scale(uint32_t amax_bits, float *d, float *id) {
     return true;
 }
 
+/* One block of n activations by the rule above, in plain C: q[0..n-1]
+ * and the returned scale d. The portable FX_XQ_32 and FX_XQ_256
+ * quantizers are this over blocks of 32 and 256. */
+float fx_xq_block(const float *xb, size_t n, int8_t *q);
+
 /* Quantizes rows [0, m) of x (row stride ldx) into xq (row stride ld). All
  * forms give the same bytes. */
 typedef void (*fx_xq_fn)(const float *x, size_t ldx, size_t m, size_t k,

@@ -28,6 +28,24 @@ static size_t xq_d_off(size_t k, size_t b) {
     return k + 4 * (k / FX_QK8_0) + 4 * b;
 }
 
+float fx_xq_block(const float *xb, size_t n, int8_t *q) {
+    uint32_t amax = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t a = fx_f32_bits(xb[i]) & 0x7fffffffu;
+        if (a > amax) amax = a;
+    }
+    float d, id = 0.0f;
+    if (fx_xq_scale(amax, &d, &id)) {
+        /* Round to nearest, ties to even (the default mode), as the
+         * vector conversion does; |x * id| <= 127 (1 + 2u) rounds to at
+         * most 127. */
+        for (size_t i = 0; i < n; i++) q[i] = (int8_t)nearbyintf(xb[i] * id);
+    } else {
+        memset(q, 0, n);
+    }
+    return d;
+}
+
 void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
                     uint8_t *xq, size_t ld) {
     const size_t nb = k / FX_QK8_0;
@@ -35,23 +53,8 @@ void fx_xq_portable(const float *x, size_t ldx, size_t m, size_t k,
         const float *xr = x + r * ldx;
         uint8_t *row = xq + r * ld;
         for (size_t b = 0; b < nb; b++) {
-            const float *xb = xr + b * FX_QK8_0;
-            uint32_t amax = 0;
-            for (int i = 0; i < FX_QK8_0; i++) {
-                uint32_t a = fx_f32_bits(xb[i]) & 0x7fffffffu;
-                if (a > amax) amax = a;
-            }
-            float d, id = 0.0f;
             int8_t q[FX_QK8_0];
-            if (fx_xq_scale(amax, &d, &id)) {
-                /* Round to nearest, ties to even (the default mode), as
-                 * the vector conversion does; |x * id| <= 127 (1 + 2u)
-                 * rounds to at most 127. */
-                for (int i = 0; i < FX_QK8_0; i++)
-                    q[i] = (int8_t)nearbyintf(xb[i] * id);
-            } else {
-                memset(q, 0, sizeof q);
-            }
+            const float d = fx_xq_block(xr + b * FX_QK8_0, FX_QK8_0, q);
             int32_t sum = 0;
             for (int i = 0; i < FX_QK8_0; i++) sum += q[i];
             const int32_t nc = -128 * sum;

@@ -11,7 +11,6 @@
  */
 #include "qdot_avx2.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -26,26 +25,6 @@
  *
  * The FX_XQ_32 rule over blocks of 256 (quants.h), as fx_xq256_portable:
  * the same IEEE operations in the same order, so the same bytes. */
-
-#define FX_XQ_TINY 0x1p-100f
-
-/* From the largest |x| as bits (NaN bits above inf above every finite
- * value) to the scale d and multiplier id; false when the quants are all
- * zero (d = 0 for a tiny block, NaN for one holding inf or NaN). */
-static bool xq_scale(uint32_t amax_bits, float *d, float *id) {
-    if (amax_bits >= 0x7f800000u) {
-        *d = NAN;
-        return false;
-    }
-    const float amax = fx_bits_f32(amax_bits);
-    if (amax < FX_XQ_TINY) {
-        *d = 0.0f;
-        return false;
-    }
-    *d = amax / 127.0f;
-    *id = 127.0f / amax;
-    return true;
-}
 
 /* x * id rounded to nearest even by cvtps2dq (MXCSR's default mode, as
  * nearbyintf), narrowed without saturation (|q| <= 127). The 16-element
@@ -75,7 +54,7 @@ static FX_AVX2 void xq256_avx2(const float *x, size_t ldx, size_t m, size_t k,
             float d, id = 0.0f;
             uint8_t *q = row + b * FX_QK_K;
             uint8_t *bsum = row + k + b * (FX_QK_K / 8);
-            if (!xq_scale((uint32_t)_mm_cvtsi128_si32(a4), &d, &id)) {
+            if (!fx_xq_scale((uint32_t)_mm_cvtsi128_si32(a4), &d, &id)) {
                 memset(q, 0, FX_QK_K);
                 memset(bsum, 0, FX_QK_K / 8);
             } else {
@@ -302,15 +281,7 @@ FX_ALWAYS_INLINE FX_AVX2 void tile32(const fx_wtype T, const int MR,
         }
     }
     FX_UNROLL
-    for (int i = 0; i < MR; i++) {
-        if (nr == 4) {
-            _mm_storeu_ps(yr[i], acc[i]);
-        } else {
-            float tmp[4];
-            _mm_storeu_ps(tmp, acc[i]);
-            memcpy(yr[i], tmp, nr * sizeof(float));
-        }
-    }
+    for (int i = 0; i < MR; i++) fx_qavx2_store4(yr[i], acc[i], nr);
 }
 
 /* The 8 f16 at p[0..7] + off as a ymm of floats (packed as f16x4_at). */

@@ -54,6 +54,17 @@ FX_ALWAYS_INLINE FX_AVX2 __m128i sum4rows_hadd(__m256i a, __m256i b,
                          _mm256_extracti128_si256(v, 1));
 }
 
+/* A tile's 4 outputs of one x row, of which the first nr are real rows. */
+FX_ALWAYS_INLINE FX_AVX2 void fx_qavx2_store4(float *y, __m128 acc, size_t nr) {
+    if (nr == 4) {
+        _mm_storeu_ps(y, acc);
+    } else {
+        float tmp[4];
+        _mm_storeu_ps(tmp, acc);
+        memcpy(y, tmp, nr * sizeof(float));
+    }
+}
+
 FX_ALWAYS_INLINE uint64_t u16_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);

@@ -328,15 +328,7 @@ FX_ALWAYS_INLINE FX_AVX2 void ktile(const fx_wtype T, const int MR,
         }
     }
     FX_UNROLL
-    for (int i = 0; i < MR; i++) {
-        if (nr == 4) {
-            _mm_storeu_ps(yr[i], acc[i]);
-        } else {
-            float tmp[4];
-            _mm_storeu_ps(tmp, acc[i]);
-            memcpy(yr[i], tmp, nr * sizeof(float));
-        }
-    }
+    for (int i = 0; i < MR; i++) fx_qavx2_store4(yr[i], acc[i], nr);
 }
 
 #define FX_KTILE_MR(T, NAME, MR)                                             \

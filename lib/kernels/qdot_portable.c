@@ -25,21 +25,8 @@ void fx_xq256_portable(const float *x, size_t ldx, size_t m, size_t k,
         const float *xr = x + r * ldx;
         uint8_t *row = xq + r * ld;
         for (size_t b = 0; b < nb; b++) {
-            const float *xb = xr + b * FX_QK_K;
-            uint32_t amax = 0;
-            for (int i = 0; i < FX_QK_K; i++) {
-                const uint32_t a = fx_f32_bits(xb[i]) & 0x7fffffffu;
-                if (a > amax) amax = a;
-            }
-            float d, id = 0.0f;
             int8_t q[FX_QK_K];
-            if (fx_xq_scale(amax, &d, &id)) {
-                /* Ties to even (the default mode), as FX_XQ_32. */
-                for (int i = 0; i < FX_QK_K; i++)
-                    q[i] = (int8_t)nearbyintf(xb[i] * id);
-            } else {
-                memset(q, 0, sizeof q);
-            }
+            const float d = fx_xq_block(xr + b * FX_QK_K, FX_QK_K, q);
             int16_t bsum[FX_QK_K / 16];
             for (int j = 0; j < FX_QK_K / 16; j++) {
                 int s = 0;
