@@ -193,8 +193,10 @@ typedef struct loaded {
     fx_forward *f;
 } loaded;
 
-static fx_status load(loaded *l, const gw_buf *b, unsigned threads,
-                      fx_error *err) {
+/* repack: the copy a model load plans (fx_weights_repack), or none: every
+ * matrix read from the file as it is. */
+static fx_status load_as(loaded *l, const gw_buf *b, unsigned threads,
+                         bool repack, fx_error *err) {
     memset(l, 0, sizeof *l);
     l->file = malloc(b->len);
     assert_non_null(l->file);
@@ -205,8 +207,9 @@ static fx_status load(loaded *l, const gw_buf *b, unsigned threads,
     if ((st = fx_hparams_load(l->g, &l->hp, err)) != FX_OK) return st;
     assert_int_equal(fx_weights_bind(l->g, &l->hp, &l->alloc, &l->w, err),
                      FX_OK);
-    assert_int_equal(fx_weights_repack(&l->w, &l->hp, l->g, &l->alloc, err),
-                     FX_OK);
+    if (repack)
+        assert_int_equal(fx_weights_repack(&l->w, &l->hp, l->g, &l->alloc, err),
+                         FX_OK);
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
     kp.n_threads = threads;
@@ -215,6 +218,11 @@ static fx_status load(loaded *l, const gw_buf *b, unsigned threads,
                                        MAX_TOKENS, MAX_CTX, &l->f, err),
                      FX_OK);
     return FX_OK;
+}
+
+static fx_status load(loaded *l, const gw_buf *b, unsigned threads,
+                      fx_error *err) {
+    return load_as(l, b, threads, true, err);
 }
 
 static void unload(loaded *l) {
@@ -230,18 +238,36 @@ static int in_file(const loaded *l, const fx_matrix *m) {
     return p >= base && p < base + l->g->size;
 }
 
-/* Every matrix of a block type is read from the file, not a copy. */
-static void assert_in_place(const loaded *l) {
-    const fx_matrix *all[2] = {&l->w.tok_embd, &l->w.output};
-    for (int i = 0; i < 2; i++)
-        if (fx_qtype_of(all[i]->type)) assert_true(in_file(l, all[i]));
+/* A matrix of a block type is read from the file, or, where this CPU's
+ * kernels prefer 16-row groups, from a copy in them; the embedding table
+ * (read by row) always from the file. Returns how many are in groups. */
+static int assert_placed(const loaded *l) {
+    int grouped = 0;
+    const fx_matrix *e = &l->w.tok_embd;
+    if (fx_qtype_of(e->type)) assert_true(in_file(l, e));
+    const fx_matrix *all[1 + 7 * 8];
+    size_t n = 0;
+    if (l->w.output.data != e->data) all[n++] = &l->w.output;
+    assert_true(l->hp.n_layer <= 8);
     for (uint32_t i = 0; i < l->hp.n_layer; i++) {
         const fx_layer_weights *y = &l->w.layers[i];
         const fx_matrix *m[] = {&y->wq, &y->wk, &y->wv, &y->wo,
                                 &y->w_gate, &y->w_up, &y->w_down};
-        for (size_t j = 0; j < 7; j++)
-            if (fx_qtype_of(m[j]->type)) assert_true(in_file(l, m[j]));
+        for (size_t j = 0; j < 7; j++) all[n++] = m[j];
     }
+    for (size_t i = 0; i < n; i++) {
+        const fx_matrix *m = all[i];
+        if (fx_wtype_is_qr16(m->type)) {
+            const fx_wtype base = fx_wtype_qr16_base(m->type);
+            assert_true(fx_kernels_prefer_qr16(base, m->k));
+            assert_false(in_file(l, m));
+            grouped++;
+        } else if (fx_qtype_of(m->type)) {
+            assert_false(fx_kernels_prefer_qr16(m->type, m->k));
+            assert_true(in_file(l, m));
+        }
+    }
+    return grouped;
 }
 
 enum { PROMPT = 3, GEN = 6, N = PROMPT + GEN };
@@ -271,15 +297,19 @@ static void generate(loaded *l, int32_t *tokens, float *logits) {
     free(kv);
 }
 
-/* Loads b on 1 and 2 threads: the same tokens and logits bit for bit, the
- * block matrices in place. Returns the 1-thread logits (caller frees). */
+/* Loads b on 1 and 2 threads, and on 1 with every matrix read from the
+ * file as it is: the same tokens and logits bit for bit (16-row groups
+ * or not), the block matrices where assert_placed says. Returns the
+ * 1-thread logits (caller frees). */
 static float *run_both(const gw_buf *b, int32_t *tokens) {
-    loaded l1, l2;
+    loaded l1, l2, l3;
     fx_error err;
     assert_int_equal(load(&l1, b, 1, &err), FX_OK);
     assert_int_equal(load(&l2, b, 2, &err), FX_OK);
-    assert_in_place(&l1);
+    assert_int_equal(load_as(&l3, b, 1, false, &err), FX_OK);
+    assert_placed(&l1);
     const uint32_t v = l1.hp.n_vocab;
+    const size_t bytes = (size_t)(N - 1) * v * sizeof(float);
     float *a = calloc((size_t)N * v, sizeof *a);
     float *c = calloc((size_t)N * v, sizeof *c);
     int32_t t2[N];
@@ -288,10 +318,14 @@ static float *run_both(const gw_buf *b, int32_t *tokens) {
     generate(&l1, tokens, a);
     generate(&l2, t2, c);
     assert_memory_equal(tokens, t2, sizeof t2);
-    assert_memory_equal(a, c, (size_t)(N - 1) * v * sizeof *a);
+    assert_memory_equal(a, c, bytes);
+    generate(&l3, t2, c);
+    assert_memory_equal(tokens, t2, sizeof t2);
+    assert_memory_equal(a, c, bytes);
     free(c);
     unload(&l1);
     unload(&l2);
+    unload(&l3);
     return a;
 }
 
@@ -602,9 +636,10 @@ static uint32_t q4_k_m_type(const char *name, void *user) {
     return FX_WTYPE_Q4_K;
 }
 
-/* A Q4_K_M model, loaded from a file and run, holds its file, its KV
- * cache and some scratch: no copy of the weights. The model is large
- * enough (about 22 MB) that a copy would break the bound. */
+/* A Q4_K_M model, loaded from a file and run, holds its file (or its copy
+ * in 16-row groups, the file's pages dropped), its KV cache and some
+ * scratch: never both. The model is large enough (about 22 MB) that a
+ * second copy would break the bound. */
 static void test_resident(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -635,7 +670,11 @@ static void test_resident(void **state) {
     assert_int_equal(fx_weights_bind(l.g, &l.hp, &l.alloc, &l.w, &err), FX_OK);
     assert_int_equal(fx_weights_repack(&l.w, &l.hp, l.g, &l.alloc, &err),
                      FX_OK);
-    assert_null(l.w.repacked); /* nothing to copy: every matrix a block type */
+    /* nothing to copy (every matrix a block type) unless this CPU reads
+     * them faster in 16-row groups: then they are the copy, and the
+     * mapping's pages go as it is made */
+    const bool grouped = fx_kernels_prefer_qr16(FX_WTYPE_Q4_K, spec.n_embd);
+    if (!grouped) assert_null(l.w.repacked);
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
     kp.n_threads = 2;
@@ -655,6 +694,7 @@ static void test_resident(void **state) {
      * resident, so the growth is about the file, and a copy would add
      * another 22 MB. */
     assert_true(growth >= file_bytes / 2);
+    if (grouped) assert_true(fx_wtype_is_qr16(l.w.layers[0].w_down.type));
     assert_true(growth <= file_bytes + kv_bytes + logits_bytes +
                               ((size_t)16 << 20));
     free(logits);

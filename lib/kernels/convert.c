@@ -14,6 +14,10 @@ size_t fx_wtype_row_bytes(fx_wtype t, size_t k) {
     /* The tiles hold chunks of 8 elements. */
     if (fx_wtype_is_r12(t))
         return k % 8 == 0 ? fx_wtype_row_bytes(fx_wtype_unpacked(t), k) : 0;
+    if (fx_wtype_is_qr16(t)) {
+        const fx_wtype base = fx_wtype_qr16_base(t);
+        return fx_qr16_fits(base, k) ? fx_wtype_row_bytes(base, k) : 0;
+    }
     switch (t) {
     case FX_WTYPE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
     case FX_WTYPE_F16:
@@ -41,7 +45,8 @@ const char *fx_wtype_name(fx_wtype t) {
     case FX_WTYPE_F16_R12: return "f16_r12";
     case FX_WTYPE_BF16_R12: return "bf16_r12";
     default: {
-        const fx_qtype *q = fx_qtype_of(t);
+        /* 16-row groups are the same weights: the file's name for them */
+        const fx_qtype *q = fx_qtype_of(fx_wtype_qr16_base(t));
         return q ? q->name : "unknown";
     }
     }

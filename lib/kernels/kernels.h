@@ -108,6 +108,21 @@ typedef enum fx_wtype {
     FX_WTYPE_BF16_R12 = 0x11e
 } fx_wtype;
 
+/* A block type of quants.h (Q4_0 to IQ4_XS) with this bit set: the same
+ * bytes per row and the same arithmetic in 16-row groups (quants.h,
+ * fx_qr16_repack), the form the AVX-512 kernels read without transposing.
+ * A flag, not a type of its own: Q4_K in 16-row groups is
+ * FX_WTYPE_Q4_K | FX_WTYPE_QR16. */
+#define FX_WTYPE_QR16 0x200
+
+static inline bool fx_wtype_is_qr16(fx_wtype t) {
+    return ((unsigned)t & FX_WTYPE_QR16) != 0;
+}
+
+static inline fx_wtype fx_wtype_qr16_base(fx_wtype t) {
+    return (fx_wtype)((unsigned)t & ~(unsigned)FX_WTYPE_QR16);
+}
+
 /* The float type an R12 type repacks, or t itself. */
 static inline fx_wtype fx_wtype_unpacked(fx_wtype t) {
     switch (t) {
@@ -172,6 +187,19 @@ fx_status fx_q8_0_repack_r16(void *dst, const void *src, size_t n, size_t k);
 /* Whether the kernels stream type t faster repacked into its R16 form:
  * Q8_0 (the float types have their own tiles, below). */
 bool fx_kernels_prefer_r16(fx_wtype t);
+
+/* Whether block type t (quants.h) with rows of k elements runs faster in
+ * 16-row groups (FX_WTYPE_QR16) on this CPU: where the AVX-512 VNNI
+ * kernels exist, which read the groups with plain loads; other ISAs read
+ * them a row at a time, correct but slow. */
+bool fx_kernels_prefer_qr16(fx_wtype t, size_t k);
+
+/* dst (same size as src, not overlapping) = n rows of k elements of block
+ * type t in 16-row groups (quants.h gives the layout). FX_ERR_INVALID_ARG
+ * where the layout does not take t or k (fx_kernels_prefer_qr16 is false
+ * for those). */
+fx_status fx_qr16_repack(void *dst, const void *src, fx_wtype t, size_t n,
+                         size_t k);
 
 /* Where row n's block b lives in an R16 matrix of n_rows rows and nb
  * blocks per row, as byte offsets from its start: quants 4j..4j+3 (each

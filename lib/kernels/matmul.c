@@ -41,6 +41,11 @@ struct fx_kernels {
     /* By type id: the kernel of each block type of quants.h, the
      * context's ISA's or the next one down's. */
     fx_mm_range_fn qrange[FX_QSLOTS];
+    /* The same in 16-row groups (FX_WTYPE_QR16): the ISA's reader of
+     * them, or NULL: then fx_qr16_range_rows feeds rows16[t] (an AVX2 or
+     * portable kernel, which use no scratch) a row at a time. */
+    fx_mm_range_fn qrange16[FX_QSLOTS];
+    fx_mm_range_fn rows16[FX_QSLOTS];
     fx_pool *pool;
     size_t fast_min_m;
     size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
@@ -68,7 +73,7 @@ struct fx_kernels {
 
 /* The activation format weights of type t multiply (quants.h). */
 static fx_xq_kind xq_kind(fx_wtype t) {
-    const fx_qtype *q = fx_qtype_of(t);
+    const fx_qtype *q = fx_qtype_of(fx_wtype_qr16_base(t));
     if (q) return q->xq;
     return t == FX_WTYPE_Q8_0 || t == FX_WTYPE_Q8_0_R16 ? FX_XQ_32
                                                          : FX_XQ_NONE;
@@ -279,8 +284,13 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
                           ? fx_xq256_avx2()
                           : fx_xq256_portable;
     for (int t = 0; t < FX_QSLOTS; t++)
-        if (fx_qtype_of((fx_wtype)t))
+        if (fx_qtype_of((fx_wtype)t)) {
             kc->qrange[t] = qrange_for(isa, (fx_wtype)t);
+            if (isa == FX_ISA_AVX512)
+                kc->qrange16[t] = fx_qmm_avx512_qr16((fx_wtype)t);
+            kc->rows16[t] = qrange_for(isa == FX_ISA_AVX512 ? FX_ISA_AVX2 : isa,
+                                       (fx_wtype)t);
+        }
 
     uint64_t floats, bytes;
     if (!fx_mul_u64(p.n_threads, FX_MM_SCRATCH_FLOATS, &floats) ||
@@ -332,6 +342,11 @@ void fx_kernels_free(fx_kernels *kc) {
 }
 
 bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
+
+bool fx_kernels_prefer_qr16(fx_wtype t, size_t k) {
+    return fx_qr16_fits(t, k) && fx_cpu_has_avx2() && fx_cpu_has_avx512() &&
+           fx_qmm_avx512_qr16(t) != NULL;
+}
 
 /* F16 and BF16 stream faster as R12 wherever the AVX-512 path exists; F32
  * only on Zen 5 (AMD family 1Ah), with its own tile prefetch
@@ -431,7 +446,8 @@ static job_plan plan_job(const fx_kernels *kc, size_t m, const fx_mm_out *o,
                          unsigned threads) {
     job_plan pl = {task_cols(o->n, threads), 0, 0};
     const bool r12 = fx_wtype_is_r12(o->wtype);
-    if (o->wtype == FX_WTYPE_Q8_0_R16) pl.cols = (pl.cols + 15) / 16 * 16;
+    if (o->wtype == FX_WTYPE_Q8_0_R16 || fx_wtype_is_qr16(o->wtype))
+        pl.cols = (pl.cols + 15) / 16 * 16;
     const bool dual = m <= FX_MM_DUAL_M && kc->dual && r12;
     if (dual) pl.cols = (pl.cols + 1) / 2;
     if (r12) pl.cols = (pl.cols + 23) / 24 * 24;
@@ -556,8 +572,16 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .x_block_bytes = kc->x_block_bytes,
         };
         kind[j] = xq_kind(o->wtype);
-        run.range[j] = fx_qtype_of(o->wtype) ? kc->qrange[o->wtype]
-                                             : kc->range[type_index(o->wtype)];
+        if (fx_wtype_is_qr16(o->wtype)) {
+            const fx_wtype base = fx_wtype_qr16_base(o->wtype);
+            run.jobs[j].qr16_rows = kc->rows16[base];
+            run.range[j] = kc->qrange16[base] ? kc->qrange16[base]
+                                              : fx_qr16_range_rows;
+        } else {
+            run.range[j] = fx_qtype_of(o->wtype)
+                               ? kc->qrange[o->wtype]
+                               : kc->range[type_index(o->wtype)];
+        }
         const job_plan pl = plan_job(kc, m, o, threads);
         run.cols[j] = pl.cols;
         run.dual_half[j] = pl.dual_half;

@@ -9,6 +9,12 @@
 
 #include <math.h>
 
+struct fx_mm_job;
+/* Computes columns [n0, n1) of every row of y. scratch: FX_MM_SCRATCH_FLOATS
+ * floats, 32-byte aligned, owned by the calling thread. */
+typedef void (*fx_mm_range_fn)(const struct fx_mm_job *job, size_t n0,
+                               size_t n1, float *scratch);
+
 /* One matmul call, as every path sees it. */
 typedef struct fx_mm_job {
     const float *x;      /* [m][ldx] */
@@ -33,6 +39,10 @@ typedef struct fx_mm_job {
     /* AVX2 float tiles above 4 x rows: x rows in blocks of at most this
      * many bytes (fx_kernels_params.x_block_bytes, never 0). */
     size_t x_block_bytes;
+    /* A FX_WTYPE_QR16 job on an ISA without a kernel for it: the base
+     * type's kernel, given one row at a time in the GGUF layout
+     * (fx_qr16_range_rows). */
+    fx_mm_range_fn qr16_rows;
 } fx_mm_job;
 
 /* Blocking of the AVX-512 large-M path (the AVX2 path streams at every M,
@@ -72,10 +82,6 @@ typedef struct fx_mm_job {
                               (size_t)FX_MM_MC * FX_MM_KC512 + \
                               (size_t)FX_MM_MC * FX_MM_NC * 8)
 
-/* Computes columns [n0, n1) of every row of y. scratch: FX_MM_SCRATCH_FLOATS
- * floats, 32-byte aligned, owned by the calling thread. */
-typedef void (*fx_mm_range_fn)(const fx_mm_job *job, size_t n0, size_t n1,
-                               float *scratch);
 
 void fx_mm_range_portable(const fx_mm_job *job, size_t n0, size_t n1,
                           float *scratch);

@@ -53,6 +53,9 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
     /* The gathers' offsets are int32: rows too long for that (K above
      * 10^8) go one a group, every lane the same row. */
     const size_t grp = 15 * rb > (size_t)FX_QIDX_MAX ? 1 : 16;
+    /* A QR16 job's full groups (n0 is at one: matmul.c's chunks) are read
+     * in place with loads; the rows after them are in the GGUF layout. */
+    const size_t r16_end = fx_wtype_is_qr16(job->type) ? job->n / 16 * 16 : 0;
     /* Unpacked blocks for the passes after the first, 64-aligned (the
      * scratch is 32-aligned), if a group's fit. */
     uint8_t *pack = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -70,13 +73,16 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
         const uint8_t *p1 = job->w + min_sz(n1, n0 + grp * pf_groups) * rb;
         for (; p0 < p1; p0 += 64) _mm_prefetch((const char *)p0, FX_QPF_HINT);
     }
-    for (size_t n = n0; n < n1; n += grp) {
-        const size_t rows = min_sz(grp, n1 - n);
+    size_t step;
+    for (size_t n = n0; n < n1; n += step) {
         fx_qgrp g;
+        step = n < r16_end ? 16 : grp;
+        const size_t rows = min_sz(step, n1 - n);
+        g.r16 = n < r16_end ? job->w + n * rb : NULL;
         for (size_t l = 0; l < 16; l++) {
             const size_t r = min_sz(l, rows - 1);
             g.rp[l] = job->w + (n + r) * rb;
-            g.idx[l] = (int32_t)(r * rb);
+            g.idx[l] = (int32_t)(g.r16 ? 0 : r * rb);
         }
         const __mmask16 sm = (__mmask16)((1u << rows) - 1u);
         /* A later group's rows, a slice a block: within the range (the
@@ -327,7 +333,13 @@ FX_QINLINE FX_QV void pass32(const int T, const int XR, const fx_qgrp *g,
         const fx_qgrp *g, const fx_qxrow *x, size_t nb, size_t bb,           \
         void *pack, int mode, const uint8_t *pf, size_t pf_step,             \
         float *const *yr, __mmask16 sm) {                                    \
-        pass32(T, XR, g, x, nb, bb, pack, mode, pf, pf_step, yr, sm);        \
+        fx_qgrp lg = *g; /* as FX_KPASS in qdot_avx512_k.c */                \
+        if (lg.r16) {                                                        \
+            pass32(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);  \
+        } else {                                                             \
+            lg.r16 = NULL;                                                   \
+            pass32(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);  \
+        }                                                                    \
     }
 #define FX_QPASSES(T)                                                        \
     FX_QPASS(T, 1) FX_QPASS(T, 2) FX_QPASS(T, 4) FX_QPASS(T, 8)              \
@@ -344,6 +356,11 @@ FX_QPASSES(T50)
 FX_QPASSES(T51)
 FX_QPASSES(TNL)
 
+fx_mm_range_fn fx_qmm_avx512_qr16(fx_wtype t) {
+    /* Q3_K's fields straddle dwords: not laid out in groups (quants.h) */
+    return t == FX_WTYPE_Q3_K ? NULL : fx_qmm_avx512(t);
+}
+
 fx_mm_range_fn fx_qmm_avx512(fx_wtype t) {
     if (!fx_cpu_has_avx512_vnni()) return NULL;
     switch (t) {
@@ -359,6 +376,11 @@ fx_mm_range_fn fx_qmm_avx512(fx_wtype t) {
 #else /* not x86-64 GCC/Clang */
 
 fx_mm_range_fn fx_qmm_avx512(fx_wtype t) {
+    (void)t;
+    return NULL;
+}
+
+fx_mm_range_fn fx_qmm_avx512_qr16(fx_wtype t) {
     (void)t;
     return NULL;
 }

@@ -43,10 +43,13 @@
 
 /* One group: row pointers by lane (rows past the group's end repeat its
  * last row, so nothing outside the matrix is read) and, for the fields a
- * gather reads, each lane's byte offset from lane 0's row. */
+ * gather reads, each lane's byte offset from lane 0's row. Or, for a
+ * full group of a FX_WTYPE_QR16 matrix, r16: the group, already in the
+ * lanes' order (quants.h), whose fields are loaded instead. */
 typedef struct fx_qgrp {
     const uint8_t *rp[16];
     int32_t idx[16];
+    const uint8_t *r16;
 } fx_qgrp;
 
 /* Where x row r's pieces are: quants, per-block integers (FX_XQ_32: nc;
@@ -102,10 +105,21 @@ FX_QINLINE FX_QV void fx_qtr4(__m512i a, __m512i b, __m512i c, __m512i d,
     o[3] = _mm512_unpackhi_epi64(ab1, cd1);
 }
 
+/* The 64 bytes of a 16-row group at field offset off (a dword of its
+ * unit), plus t lines: lane l row l's dword. */
+FX_QINLINE FX_QV __m512i fx_qline(const fx_qgrp *g, size_t off, int t) {
+    return _mm512_loadu_si512((const void *)(g->r16 + 16 * off + 64 * (size_t)t));
+}
+
 /* 16 bytes at off of each row -> o[t] lane l: row l's dword t (t < 4).
  * Input v holds rows v, 4 + v, 8 + v, 12 + v in its 128-bit lanes, so
  * fx_qtr4 leaves row 4L + v in lane 4L + v. */
 FX_QINLINE FX_QV void fx_qt16(const fx_qgrp *g, size_t off, __m512i *o) {
+    if (g->r16) {
+        FX_QUNROLL
+        for (int t = 0; t < 4; t++) o[t] = fx_qline(g, off, t);
+        return;
+    }
     __m512i z[4];
     FX_QUNROLL
     for (int v = 0; v < 4; v++) {
@@ -126,6 +140,11 @@ FX_QINLINE FX_QV void fx_qt16(const fx_qgrp *g, size_t off, __m512i *o) {
  * Rows 4h..4h+3 through fx_qtr4 give O[h][i], 128-bit lane L = their
  * dword 4L + i; a 4x4 transpose of 128-bit lanes across h finishes. */
 FX_QINLINE FX_QV void fx_qt64(const fx_qgrp *g, size_t off, __m512i *o) {
+    if (g->r16) {
+        FX_QUNROLL
+        for (int t = 0; t < 16; t++) o[t] = fx_qline(g, off, t);
+        return;
+    }
     __m512i O[4][4];
     FX_QUNROLL
     for (int h = 0; h < 4; h++)
@@ -147,8 +166,10 @@ FX_QINLINE FX_QV void fx_qt64(const fx_qgrp *g, size_t off, __m512i *o) {
     }
 }
 
-/* Each row's dword at off (for a field no transpose covers). */
+/* Each row's dword at off (for a field no transpose covers; in 16-row
+ * groups a dword of its unit). */
 FX_QINLINE FX_QV __m512i fx_qgather(const fx_qgrp *g, size_t off) {
+    if (g->r16) return fx_qline(g, off, 0);
     return _mm512_i32gather_epi32(_mm512_loadu_si512((const void *)g->idx),
                                   (const void *)(g->rp[0] + off), 1);
 }
@@ -159,6 +180,15 @@ FX_QINLINE FX_QV __m512 fx_qh2f_lo(__m512i v) {
 }
 FX_QINLINE FX_QV __m512 fx_qh2f_hi(__m512i v) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+}
+
+/* Each row's f16 at off (even, >= 2), as f32: from the dword ending with
+ * it, or in 16-row groups from the unit's tail, where it is (Q6_K's d). */
+FX_QINLINE FX_QV __m512 fx_qhalf_tail(const fx_qgrp *g, size_t off) {
+    if (g->r16)
+        return _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(const void *)(g->r16 + 16 * off)));
+    return fx_qh2f_hi(fx_qgather(g, off - 2));
 }
 
 /* IQ4_NL's levels + 128 as unsigned bytes in every 128-bit lane. */

@@ -74,8 +74,7 @@ FX_QINLINE FX_QV void head_q6_K(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
             _mm512_slli_epi32(s[j / 4], (unsigned)(24 - 8 * (j % 4))), 24);
     FX_QUNROLL
     for (int p = 0; p < 8; p++) u->pw[p] = pair16(u->sc[2 * p], u->sc[2 * p + 1]);
-    /* d is the block's last 2 bytes: the dword ending there */
-    u->d = fx_qh2f_hi(fx_qgather(g, off + 206));
+    u->d = fx_qhalf_tail(g, off + 208);
 }
 
 FX_QINLINE FX_QV void head_q2_K(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
@@ -214,8 +213,11 @@ FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
                 continue;
             }
             /* qs byte 32c + l: element 64c + l (low), 64c + 32 + l (high);
-             * Q5_K: plus bit 2c (2c + 1) of qh byte l as bit 4 */
+             * Q5_K: plus bit 2c (2c + 1) of qh byte l as bit 4. Q4_K's
+             * high nibble stays in place, 16 q: sub_sum divides its sums
+             * (one shift a sub-block instead of one a vector). */
             const int c = 2 * h + t / 8;
+            if (T == KQ4) hi = _mm512_and_si512(v[t], fx_qc(0xf0f0f0f0u));
             if (T == KQ5) {
                 lo = _mm512_or_si512(lo, bit_to(qh[t % 8], 2 * c, 4));
                 hi = _mm512_or_si512(hi, bit_to(qh[t % 8], 2 * c + 1, 4));
@@ -264,6 +266,13 @@ FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
     }
 }
 
+/* Sub-block j's sum S_j of its quant vectors: Q4_K's odd sub-blocks (high
+ * nibbles, part()) come as 16 S_j, every product a multiple of 16, so the
+ * shift is exact. */
+FX_QINLINE FX_QV __m512i sub_sum(const int T, int j, __m512i S) {
+    return T == KQ4 && j % 2 ? _mm512_srai_epi32(S, 4) : S;
+}
+
 /* Sub-block j of block b (q: half h's slots): P[r] += sc_j * S_j. */
 FX_QINLINE FX_QV void dot_sub(const int T, const int XR, const __m512i *q,
                               const fx_qblk256 *u, int h, int j,
@@ -284,7 +293,7 @@ FX_QINLINE FX_QV void dot_sub(const int T, const int XR, const __m512i *q,
     const __m512i sc = u->sc[j];
     FX_QUNROLL
     for (int r = 0; r < XR; r++)
-        P[r] = _mm512_add_epi32(P[r], _mm512_mullo_epi32(S[r], sc));
+        P[r] = _mm512_add_epi32(P[r], _mm512_mullo_epi32(sub_sum(T, j, S[r]), sc));
 }
 
 /* Half h of block b's integer sums. Up to 2 x rows all in line (the
@@ -400,7 +409,8 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
                     FX_QUNROLL
                     for (int r = 0; r < SXR; r++)
                         P[r] = _mm512_add_epi32(
-                            P[r], _mm512_mullo_epi32(ks.S[r][j], sc));
+                            P[r], _mm512_mullo_epi32(
+                                      sub_sum(T, h * half + j, ks.S[r][j]), sc));
                 }
             } else {
                 dot_part(T, XR, ks.q, u, h, x, b, P);
@@ -417,7 +427,15 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
         const fx_qgrp *g, const fx_qxrow *x, size_t nb, size_t bb,           \
         void *pack, int mode, const uint8_t *pf, size_t pf_step,             \
         float *const *yr, __mmask16 sm) {                                    \
-        pass(T, XR, g, x, nb, bb, pack, mode, pf, pf_step, yr, sm);          \
+        /* on a copy: the compiler knows r16 in each branch, so the two    \
+         * layouts are separate code with no test per load */              \
+        fx_qgrp lg = *g;                                                     \
+        if (lg.r16) {                                                        \
+            pass(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);    \
+        } else {                                                             \
+            lg.r16 = NULL;                                                   \
+            pass(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);    \
+        }                                                                    \
     }
 #define FX_KPASSES(T)                                                        \
     FX_KPASS(T, 1) FX_KPASS(T, 2) FX_KPASS(T, 4) FX_KPASS(T, 8)              \
@@ -435,6 +453,8 @@ FX_KPASSES(KQ5)
 FX_KPASSES(KQ6)
 FX_KPASSES(KIQ4)
 
+/* The same kernels read a 16-row group's fields with loads where g->r16
+ * is set (qdot_avx512.h): fx_qrange sets it for a QR16 job's full groups. */
 fx_mm_range_fn fx_qmm_avx512_k(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_Q2_K: return range_KQ2;

@@ -202,6 +202,42 @@ typedef struct fx_qtype {
  * types, Q8_0 and anything unknown). */
 const fx_qtype *fx_qtype_of(fx_wtype t);
 
+/* ---- 16-row groups (FX_WTYPE_QR16) ----
+ *
+ * Why: the AVX-512 kernels give each of 16 rows a 32-bit lane, so a
+ * block's bytes must arrive as "dword i of rows 0..15" in one vector. In
+ * the GGUF layout that is a transpose per block in registers (fx_qt64:
+ * as many shuffles as the block has loads, and more), and at one x row
+ * the transposes, not memory, set the speed. Stored transposed, the same
+ * vectors are plain loads.
+ *
+ * Layout, N rows of R bytes: rows in groups of 16, group g at byte 16 g R
+ * (where its first row is in GGUF, so the matrix keeps its size); rows
+ * after the last full group stay as they are. Each row is cut into units
+ * of U bytes (a block; 8 blocks for the 32-element types, so each unit
+ * starts on a dword) and a group holds its rows' unit u at 16 u U: the
+ * unit's whole dwords w = 0, 4, ... as 64-byte lines (row r's bytes
+ * w..w+3 at 16 w + 4 r), then its last U mod 4 bytes of each row in row
+ * order (Q6_K's d: 16 halves). So the field at byte o of every row (o a
+ * dword of the unit) is the 64 bytes at 16 o from the group, and a unit's
+ * tail bytes at 16 o + (U mod 4) r. Q3_K (its scales straddle a dword)
+ * and 32-element rows of blocks not a multiple of 8 are not laid out so
+ * (fx_qr16_fits). */
+
+/* Bytes a row's unit spans in 16-row groups of block type t. */
+size_t fx_qr16_unit(fx_wtype t);
+/* Whether block type t with rows of k elements can be laid out so. */
+bool fx_qr16_fits(fx_wtype t, size_t k);
+/* Row i of the n-row matrix w (block type t, in 16-row groups) into row,
+ * in the GGUF layout. */
+void fx_qr16_row(void *row, const void *w, fx_wtype t, size_t n, size_t k,
+                 size_t i);
+/* The kernel for FX_WTYPE_QR16 jobs on ISAs without their own: each row
+ * copied back (fx_qr16_row) into the scratch, then job->qr16_rows on it
+ * (a portable or AVX2 kernel, which take no scratch of their own). */
+void fx_qr16_range_rows(const fx_mm_job *job, size_t n0, size_t n1,
+                        float *scratch);
+
 /* Each ISA's kernel table: the matmul range of type t on job->xq (in
  * fx_qtype_of(t)->xq's format), or NULL where that ISA has no kernel for
  * it (matmul.c then takes the next ISA down; the portable table has them
@@ -209,5 +245,7 @@ const fx_qtype *fx_qtype_of(fx_wtype t);
 fx_mm_range_fn fx_qmm_portable(fx_wtype t);
 fx_mm_range_fn fx_qmm_avx2(fx_wtype t);
 fx_mm_range_fn fx_qmm_avx512(fx_wtype t);
+/* The AVX-512 VNNI kernel of t | FX_WTYPE_QR16, or NULL. */
+fx_mm_range_fn fx_qmm_avx512_qr16(fx_wtype t);
 
 #endif /* FX_KERNELS_QUANTS_H */

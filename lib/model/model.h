@@ -76,8 +76,10 @@ fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
                           const fx_alloc *alloc, fx_weights *w, fx_error *err);
 /* Plans a copy of the matrices the matmuls read (not the embedding table,
  * which is read by row, nor an output tied to it, nor the block types of
- * quants.h, whose kernels read the file's layout in place) into one
- * allocation on huge pages, Q8_0 repacked into FX_WTYPE_Q8_0_R16
+ * quants.h where their kernels read the file's layout in place as fast)
+ * into one allocation on huge pages, the block types into 16-row groups
+ * where the kernels prefer them (fx_kernels_prefer_qr16: AVX-512 VNNI),
+ * Q8_0 repacked into FX_WTYPE_Q8_0_R16
  * (fx_kernels_prefer_r16), F32, F16 and BF16 into their R12 forms where
  * the kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even
  * and K % 8 == 0, the others as they are: the same bits out of every

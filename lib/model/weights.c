@@ -98,12 +98,14 @@ fail:
     return st;
 }
 
-/* The block types of quants.h are read in place from the mapping: their
- * kernels stream the GGUF layout itself, so a copy would only double the
- * load's reads for nothing (and a Q4_K model's memory would be its file
- * plus a copy of it until the mapping's pages are dropped). */
+/* The block types of quants.h are read in place from the mapping where
+ * the kernels stream the GGUF layout as fast as a copy: a copy would only
+ * double the load's reads. Where they read 16-row groups faster (AVX-512:
+ * kernels.h, fx_kernels_prefer_qr16) the groups are the copy, the
+ * mapping's pages dropped as it goes. */
 static bool stays_mapped(const fx_matrix *m) {
-    return fx_qtype_of(m->type) != NULL;
+    return fx_qtype_of(m->type) != NULL &&
+           !fx_kernels_prefer_qr16(m->type, m->k);
 }
 
 /* The matrices repack copies, in a fixed order. */
@@ -122,10 +124,13 @@ static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
     return n;
 }
 
-/* The repacked type m goes into (R16 for Q8_0, R12 for the float types
+/* The repacked type m goes into (16-row groups for the block types and R16
+ * for Q8_0 where the kernels prefer them, R12 for the float types
  * this CPU streams faster so: kernels.h), or its own type: copied as it
  * is. */
 static fx_wtype repacked_type(const fx_matrix *m) {
+    if (fx_qtype_of(m->type) && fx_kernels_prefer_qr16(m->type, m->k))
+        return (fx_wtype)(m->type | FX_WTYPE_QR16);
     if (m->type == FX_WTYPE_Q8_0 && fx_kernels_prefer_r16(m->type))
         return FX_WTYPE_Q8_0_R16;
     if (fx_kernels_prefer_r12(m->type) && m->n % 2 == 0 && m->k % 8 == 0) {
@@ -176,6 +181,8 @@ static void repack_piece_run(void *ctx, size_t task, unsigned thread) {
      * piece of the last tile's rows is the matrix's own last tile. */
     if (rm->to == FX_WTYPE_Q8_0_R16)
         (void)fx_q8_0_repack_r16(rm->dst + at, src, pc->rows, m->k);
+    else if (fx_wtype_is_qr16(rm->to))
+        (void)fx_qr16_repack(rm->dst + at, src, m->type, pc->rows, m->k);
     else if (fx_wtype_is_r12(rm->to))
         (void)fx_float_repack_r12(rm->dst + at, src, m->type, pc->rows, m->k);
     else

@@ -1,0 +1,90 @@
+/*
+ * The block types of quants.h in 16-row groups (FX_WTYPE_QR16, the layout
+ * is in quants.h): the repack, and the kernel for ISAs without a reader of
+ * their own, which copies each row back into the GGUF layout and hands it
+ * to the base type's kernel.
+ */
+#include "quants.h"
+
+#include <string.h>
+
+size_t fx_qr16_unit(fx_wtype base) {
+    const fx_qtype *q = fx_qtype_of(base);
+    if (!q) return 0;
+    return q->block_elems == FX_QK32 ? 8 * (size_t)q->block_bytes
+                                     : q->block_bytes;
+}
+
+bool fx_qr16_fits(fx_wtype base, size_t k) {
+    const fx_qtype *q = fx_qtype_of(base);
+    if (!q || base == FX_WTYPE_Q3_K || k == 0 || k % q->block_elems != 0)
+        return false;
+    const size_t nb = k / q->block_elems;
+    /* the 32-element types' units are 8 blocks: whole ones only */
+    if (q->block_elems == FX_QK32 && nb % 8 != 0) return false;
+    return nb <= SIZE_MAX / 16 / q->block_bytes;
+}
+
+/* Row r's bytes of a full group at g (R16) <-> row (GGUF), by units:
+ * to_group copies row into g, else g into row. */
+static void move_row(uint8_t *g, uint8_t *row, size_t rb, size_t unit,
+                     size_t r, bool to_group) {
+    for (size_t u0 = 0; u0 < rb; u0 += unit) {
+        const size_t len = rb - u0 < unit ? rb - u0 : unit;
+        const size_t whole = len / 4 * 4, tail = len - whole;
+        uint8_t *at = g + 16 * u0;
+        for (size_t w = 0; w < whole; w += 4) {
+            uint8_t *slot = at + 16 * w + 4 * r;
+            if (to_group) memcpy(slot, row + u0 + w, 4);
+            else memcpy(row + u0 + w, slot, 4);
+        }
+        uint8_t *slot = at + 16 * whole + tail * r;
+        if (to_group) memcpy(slot, row + u0 + whole, tail);
+        else memcpy(row + u0 + whole, slot, tail);
+    }
+}
+
+fx_status fx_qr16_repack(void *dst, const void *src, fx_wtype base,
+                         size_t n, size_t k) {
+    if (!fx_qr16_fits(base, k)) return FX_ERR_INVALID_ARG;
+    const size_t rb = fx_wtype_row_bytes(base, k), unit = fx_qr16_unit(base);
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    const size_t full = n / 16 * 16;
+    for (size_t g = 0; g < full; g += 16)
+        for (size_t r = 0; r < 16; r++)
+            move_row(d + g * rb, (uint8_t *)(uintptr_t)(s + (g + r) * rb), rb,
+                     unit, r, true);
+    memcpy(d + full * rb, s + full * rb, (n - full) * rb);
+    return FX_OK;
+}
+
+void fx_qr16_row(void *row, const void *w, fx_wtype base, size_t n,
+                 size_t k, size_t i) {
+    const size_t rb = fx_wtype_row_bytes(base, k);
+    const uint8_t *m = w;
+    if (i >= n / 16 * 16) {
+        memcpy(row, m + i * rb, rb);
+        return;
+    }
+    move_row((uint8_t *)(uintptr_t)(m + i / 16 * 16 * rb), row, rb,
+             fx_qr16_unit(base), i % 16, false);
+}
+
+void fx_qr16_range_rows(const fx_mm_job *job, size_t n0, size_t n1,
+                        float *scratch) {
+    const fx_wtype base = fx_wtype_qr16_base(job->type);
+    const size_t rb = job->row_bytes;
+    /* the row, then the base kernel's scratch, both 64-aligned */
+    uint8_t *row = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *rest = (float *)(void *)(row + ((rb + 63) & ~(size_t)63));
+    fx_mm_job one = *job;
+    one.type = base;
+    one.n = 1;
+    one.w = row;
+    for (size_t i = n0; i < n1; i++) {
+        fx_qr16_row(row, job->w, base, job->n, job->k, i);
+        one.y = job->y + i;
+        job->qr16_rows(&one, 0, 1, rest);
+    }
+}
