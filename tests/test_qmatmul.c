@@ -530,6 +530,85 @@ static void test_isas_batches(void **state) {
     fx_kernels_free(base);
 }
 
+/* 16-row groups (FX_WTYPE_QR16): every row comes back from the layout as
+ * it went in, and every ISA, thread count and M computes from the groups
+ * the bits the portable kernel computes from the rows -- with 2 full
+ * groups and 5 rows after them, and with 3 full groups. */
+static void test_qr16(void **state) {
+    (void)state;
+    const fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    const size_t ns[] = {NCOLS, 48};
+    fx_kernels *base = make_ctx(FX_ISA_PORTABLE, 1);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const tinfo *ti = &types[t];
+        const fx_wtype g16 = (fx_wtype)(ti->t | FX_WTYPE_QR16);
+        /* Q3_K and 32-element rows of blocks not a multiple of 8 are
+         * not laid out so: refused */
+        const size_t k_no = ti->bs == 32 ? 288 : 256;
+        if (ti->t == FX_WTYPE_Q3_K || ti->bs == 32) {
+            assert_false(fx_qr16_fits(ti->t, k_no));
+            assert_int_equal(fx_wtype_row_bytes(g16, k_no), 0);
+            uint8_t *w = random_weights(ti, 16, k_no, 1);
+            uint8_t *d = malloc(16 * fx_wtype_row_bytes(ti->t, k_no));
+            assert_int_equal(fx_qr16_repack(d, w, ti->t, 16, k_no),
+                             FX_ERR_INVALID_ARG);
+            float x[288], y[16];
+            memset(x, 0, sizeof x);
+            assert_int_equal(fx_matmul(base, x, k_no, 1, w, g16, 16, k_no,
+                                       y, 16, 0),
+                             ti->t == FX_WTYPE_Q3_K ? FX_ERR_UNSUPPORTED
+                                                    : FX_ERR_INVALID_ARG);
+            free(w);
+            free(d);
+            if (ti->t == FX_WTYPE_Q3_K) continue;
+        }
+        for (int ki = 0; ki < 2; ki++)
+            for (int ni = 0; ni < 2; ni++) {
+                const size_t k = ki ? 768 : 256, n = ns[ni];
+                const size_t ldx = k + 5, ldy = n + 1;
+                const size_t rb = fx_wtype_row_bytes(ti->t, k);
+                assert_true(fx_qr16_fits(ti->t, k));
+                assert_int_equal(fx_wtype_row_bytes(g16, k), rb);
+                uint8_t *w = random_weights(ti, n, k, 500 + t * 4 + (size_t)ki);
+                uint8_t *w16 = malloc(n * rb);
+                uint8_t *row = malloc(rb);
+                assert_int_equal(fx_qr16_repack(w16, w, ti->t, n, k), FX_OK);
+                assert_true(memcmp(w16, w, n * rb) != 0);
+                for (size_t i = 0; i < n; i++) {
+                    fx_qr16_row(row, w16, ti->t, n, k, i);
+                    assert_memory_equal(row, w + i * rb, rb);
+                }
+                float *x = random_x(MAX_M, ldx, 600 + t);
+                float *y = malloc(MAX_M * ldy * sizeof *y);
+                float *ref = malloc(MAX_M * ldy * sizeof *ref);
+                assert_int_equal(fx_matmul(base, x, ldx, MAX_M, w, ti->t, n, k,
+                                           ref, ldy, 0),
+                                 FX_OK);
+                for (size_t a = 0; a < 3; a++)
+                    for (unsigned th = 1; th <= 2; th++) {
+                        fx_kernels *kc = make_ctx(isas[a], th);
+                        if (!kc) continue;
+                        for (size_t i = 0; i < N_MS; i++) {
+                            memset(y, 0xff, MAX_M * ldy * sizeof *y);
+                            assert_int_equal(fx_matmul(kc, x, ldx, ms[i], w16,
+                                                       g16, n, k, y, ldy, 0),
+                                             FX_OK);
+                            expect_rows(y, ref, ms[i], n, ldy, "16-row groups",
+                                        ti, k);
+                        }
+                        fx_kernels_free(kc);
+                    }
+                free(w);
+                free(w16);
+                free(row);
+                free(x);
+                free(y);
+                free(ref);
+            }
+    }
+    fx_kernels_free(base);
+}
+
 /* (c): fx_matmul_multi mixing both activation formats, Q8_0 and F32 in one
  * call: each output is what fx_matmul gives for it alone. The long K
  * makes the activation buffer take the rows in chunks (26 here). */
@@ -721,6 +800,7 @@ int main(void) {
         cmocka_unit_test(test_xq256),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_isas_batches),
+        cmocka_unit_test(test_qr16),
         cmocka_unit_test(test_multi),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_special),
