@@ -208,6 +208,14 @@ typedef void (*fx_qpass_fn)(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
                             const uint8_t *pf, size_t pf_step,
                             float *const *yr, __mmask16 sm);
 
+/* One x row against a full 16-row group (g->r16 set) of nb blocks, into
+ * y (lanes sm), with the prefetch of a pass: the decode step's kernel
+ * where a type has one (qdot_avx512_r16.c), else NULL. */
+typedef void (*fx_qone_fn)(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
+                           const uint8_t *pf, size_t pf_step, float *y,
+                           __mmask16 sm);
+fx_qone_fn fx_qone_avx512(fx_wtype t);
+
 /* Columns [n0, n1) of the job in groups of 16, x rows in blocks of 64
  * (their quants stay in L2 while the group's blocks are unpacked once per
  * block of rows), in passes of 8, 4, 2 or 1 rows. fns[i]: the type's

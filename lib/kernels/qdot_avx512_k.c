@@ -422,6 +422,12 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
     for (int r = 0; r < XR; r++) _mm512_mask_storeu_ps(yr[r], sm, acc[r]);
 }
 
+static fx_wtype wtype_of(int T) {
+    static const fx_wtype of[] = {FX_WTYPE_Q2_K, FX_WTYPE_Q3_K, FX_WTYPE_Q4_K,
+                                  FX_WTYPE_Q5_K, FX_WTYPE_Q6_K, FX_WTYPE_IQ4_XS};
+    return of[T];
+}
+
 #define FX_KPASS(T, XR)                                                      \
     static FX_QV void pass_##T##_##XR(                                       \
         const fx_qgrp *g, const fx_qxrow *x, size_t nb, size_t bb,           \
@@ -431,7 +437,10 @@ FX_QINLINE FX_QV void pass(const int T, const int XR, const fx_qgrp *g,
          * layouts are separate code with no test per load */              \
         fx_qgrp lg = *g;                                                     \
         if (lg.r16) {                                                        \
-            pass(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);    \
+            const fx_qone_fn one = XR == 1 && mode == 0                      \
+                                       ? fx_qone_avx512(wtype_of(T)) : NULL; \
+            if (one) one(&lg, x, nb, pf, pf_step, yr[0], sm);                \
+            else pass(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm); \
         } else {                                                             \
             lg.r16 = NULL;                                                   \
             pass(T, XR, &lg, x, nb, bb, pack, mode, pf, pf_step, yr, sm);    \

@@ -15,6 +15,7 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_k.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_k.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_r16.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_portable.c
   ${CMAKE_CURRENT_LIST_DIR}/qr16.c
   ${CMAKE_CURRENT_LIST_DIR}/qtypes.c

@@ -1,0 +1,108 @@
+/*
+ * One x row against a 16-row group of Q4_K (FX_WTYPE_QR16): the decode
+ * step's case, written out on its own. The general passes of
+ * qdot_avx512_k.c compute the same integers for any number of x rows, but
+ * at one row their unpacked blocks and per-sub-block sums cost register
+ * moves and spills that this straight loop does not have: each 64-byte
+ * line is loaded, split into its quants and met by the x dword it needs
+ * at once (qdot_avx512.h gives the lane scheme, quants.h the order).
+ */
+#include "qdot_avx512.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+/* A control for vpshufb: in each dword d of a 128-bit lane, bytes
+ * (4d + b0, b1, b2, b3), an index of 0x80 giving a zero byte. */
+FX_QINLINE FX_QV __m512i byte_pick(int b0, int b1, int b2, int b3) {
+    const unsigned a = (unsigned)b0 | (unsigned)b1 << 8 | (unsigned)b2 << 16 |
+                       (unsigned)b3 << 24;
+    /* +4d where the index is a byte of the dword (below 0x80) */
+    const unsigned step = (b0 < 0x80 ? 1u : 0) | (b1 < 0x80 ? 1u << 8 : 0) |
+                          (b2 < 0x80 ? 1u << 16 : 0) | (b3 < 0x80 ? 1u << 24 : 0);
+    return _mm512_broadcast_i32x4(_mm_setr_epi32(
+        (int)a, (int)(a + 4 * step), (int)(a + 8 * step), (int)(a + 12 * step)));
+}
+
+FX_QINLINE FX_QV __m512i xdw(const uint8_t *p) {
+    return _mm512_set1_epi32(fx_qi32(p));
+}
+
+FX_QINLINE FX_QV void prefetch_slice(const uint8_t *pf, size_t b,
+                                     size_t pf_step) {
+    if (!pf) return;
+    for (size_t o = 0; o < pf_step; o += 64)
+        _mm_prefetch((const char *)pf + b * pf_step + o, FX_QPF_HINT);
+}
+
+/* Q4_K: the block's 144 bytes are d, dmin (dword 0), 12 bytes of 6-bit
+ * scales and mins (dwords 1-3, ggml's get_scale_min_k4) and qs, whose
+ * byte 32c + l holds element 64c + l (low nibble) and 64c + 32 + l (high). */
+static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
+                          const uint8_t *pf, size_t pf_step, float *y,
+                          __mmask16 sm) {
+    const __m512i m4 = fx_qc(0x0f0f0f0fu), h4 = fx_qc(0xf0f0f0f0u);
+    const __m512i m6 = fx_qc(0x3f3f3f3fu), m2 = fx_qc(0x30303030u);
+    __m512i pick[4], pair[4];
+    for (int j = 0; j < 4; j++) {
+        pick[j] = byte_pick(j, 0x80, 0x80, 0x80);
+        pair[j] = byte_pick(j, 0x80, j, 0x80);
+    }
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        prefetch_slice(pf, b, pf_step);
+        const size_t off = b * 144;
+        const __m512i h0 = fx_qline(g, off, 0), h1 = fx_qline(g, off, 1);
+        const __m512i h2 = fx_qline(g, off, 2), h3 = fx_qline(g, off, 3);
+        const __m512i sa = _mm512_and_si512(h1, m6);
+        const __m512i ma = _mm512_and_si512(h2, m6);
+        const __m512i sb = _mm512_or_si512(
+            _mm512_and_si512(h3, m4), _mm512_and_si512(_mm512_srli_epi32(h1, 2), m2));
+        const __m512i mb = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi32(h3, 4), m4),
+            _mm512_and_si512(_mm512_srli_epi32(h2, 2), m2));
+        const uint8_t *xq = x->q + 256 * b, *bs = x->s + 32 * b;
+        __m512i P = _mm512_setzero_si512(), M = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            FX_QUNROLL
+            for (int t = 0; t < 8; t++) {
+                const __m512i v = fx_qline(g, off + 16 + 32 * (size_t)c, t);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4),
+                                         xdw(xq + 64 * c + 4 * t));
+                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(v, h4),
+                                         xdw(xq + 64 * c + 32 + 4 * t));
+            }
+            /* sub-blocks 2c and 2c + 1; the high nibbles' sum is 16 times
+             * theirs, exactly */
+            const __m512i s = c < 2 ? sa : sb, mn = c < 2 ? ma : mb;
+            P = _mm512_add_epi32(P, _mm512_mullo_epi32(
+                                        lo, _mm512_shuffle_epi8(s, pick[2 * c % 4])));
+            P = _mm512_add_epi32(P, _mm512_mullo_epi32(
+                                        _mm512_srai_epi32(hi, 4),
+                                        _mm512_shuffle_epi8(s, pick[2 * c % 4 + 1])));
+            M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4]),
+                                    xdw(bs + 8 * c));
+            M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4 + 1]),
+                                    xdw(bs + 8 * c + 4));
+        }
+        const __m512 dx = _mm512_set1_ps(fx_qf32(x->d + 4 * b));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(fx_qh2f_lo(h0), dx),
+                              _mm512_cvtepi32_ps(P), acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(fx_qh2f_hi(h0), dx),
+                               _mm512_cvtepi32_ps(M), acc);
+    }
+    _mm512_mask_storeu_ps(y, sm, acc);
+}
+
+fx_qone_fn fx_qone_avx512(fx_wtype t) {
+    switch (t) {
+    case FX_WTYPE_Q4_K: return q4k_one;
+    default: return NULL;
+    }
+}
+
+#else
+
+typedef int fx_qdot_avx512_r16_empty;
+
+#endif
