@@ -34,13 +34,16 @@ FX_QINLINE FX_QV void prefetch_slice(const uint8_t *pf, size_t b,
         _mm_prefetch((const char *)pf + b * pf_step + o, FX_QPF_HINT);
 }
 
-/* Q4_K: the block's 144 bytes are d, dmin (dword 0), 12 bytes of 6-bit
- * scales and mins (dwords 1-3, ggml's get_scale_min_k4) and qs, whose
- * byte 32c + l holds element 64c + l (low nibble) and 64c + 32 + l (high). */
-static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
-                          const uint8_t *pf, size_t pf_step, float *y,
-                          __mmask16 sm) {
+/* Q4_K and Q5_K: a block is d, dmin (dword 0), 12 bytes of 6-bit scales
+ * and mins (dwords 1-3, ggml's get_scale_min_k4), Q5_K's qh[32], and qs,
+ * whose byte 32c + l holds element 64c + l (low nibble) and 64c + 32 + l
+ * (high); Q5_K's bit 4 of them is bit 2c (2c + 1) of qh byte l. */
+FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
+                              const fx_qxrow *x, size_t nb, const uint8_t *pf,
+                              size_t pf_step, float *y, __mmask16 sm) {
+    const size_t bb = five ? 176 : 144, qs = five ? 48 : 16;
     const __m512i m4 = fx_qc(0x0f0f0f0fu), h4 = fx_qc(0xf0f0f0f0u);
+    const __m512i b4 = fx_qc(0x10101010u);
     const __m512i m6 = fx_qc(0x3f3f3f3fu), m2 = fx_qc(0x30303030u);
     __m512i pick[4], pair[4];
     for (int j = 0; j < 4; j++) {
@@ -50,7 +53,7 @@ static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     __m512 acc = _mm512_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         prefetch_slice(pf, b, pf_step);
-        const size_t off = b * 144;
+        const size_t off = b * bb;
         const __m512i h0 = fx_qline(g, off, 0), h1 = fx_qline(g, off, 1);
         const __m512i h2 = fx_qline(g, off, 2), h3 = fx_qline(g, off, 3);
         const __m512i sa = _mm512_and_si512(h1, m6);
@@ -66,20 +69,32 @@ static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
             __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
             FX_QUNROLL
             for (int t = 0; t < 8; t++) {
-                const __m512i v = fx_qline(g, off + 16 + 32 * (size_t)c, t);
-                lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4),
-                                         xdw(xq + 64 * c + 4 * t));
-                hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(v, h4),
-                                         xdw(xq + 64 * c + 32 + 4 * t));
+                const __m512i v = fx_qline(g, off + qs + 32 * (size_t)c, t);
+                __m512i vl = _mm512_and_si512(v, m4), vh;
+                if (five) {
+                    /* qh bit 2c (2c + 1) to bit 4 */
+                    const __m512i qh = fx_qline(g, off + 16, t);
+                    vl = _mm512_or_si512(vl, _mm512_and_si512(
+                        _mm512_rolv_epi32(qh, fx_qc((unsigned)(4 - 2 * c) & 31)), b4));
+                    vh = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi32(v, 4), m4),
+                        _mm512_and_si512(_mm512_rolv_epi32(
+                                             qh, fx_qc((unsigned)(3 - 2 * c) & 31)),
+                                         b4));
+                } else {
+                    vh = _mm512_and_si512(v, h4);
+                }
+                lo = _mm512_dpbusd_epi32(lo, vl, xdw(xq + 64 * c + 4 * t));
+                hi = _mm512_dpbusd_epi32(hi, vh, xdw(xq + 64 * c + 32 + 4 * t));
             }
-            /* sub-blocks 2c and 2c + 1; the high nibbles' sum is 16 times
-             * theirs, exactly */
+            /* sub-blocks 2c and 2c + 1; Q4_K's high nibbles' sum is 16
+             * times theirs, exactly */
+            if (!five) hi = _mm512_srai_epi32(hi, 4);
             const __m512i s = c < 2 ? sa : sb, mn = c < 2 ? ma : mb;
             P = _mm512_add_epi32(P, _mm512_mullo_epi32(
                                         lo, _mm512_shuffle_epi8(s, pick[2 * c % 4])));
             P = _mm512_add_epi32(P, _mm512_mullo_epi32(
-                                        _mm512_srai_epi32(hi, 4),
-                                        _mm512_shuffle_epi8(s, pick[2 * c % 4 + 1])));
+                                        hi, _mm512_shuffle_epi8(s, pick[2 * c % 4 + 1])));
             M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4]),
                                     xdw(bs + 8 * c));
             M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4 + 1]),
@@ -94,9 +109,22 @@ static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     _mm512_mask_storeu_ps(y, sm, acc);
 }
 
+static FX_QV void q4k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
+                          const uint8_t *pf, size_t pf_step, float *y,
+                          __mmask16 sm) {
+    k45_one(false, g, x, nb, pf, pf_step, y, sm);
+}
+
+static FX_QV void q5k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
+                          const uint8_t *pf, size_t pf_step, float *y,
+                          __mmask16 sm) {
+    k45_one(true, g, x, nb, pf, pf_step, y, sm);
+}
+
 fx_qone_fn fx_qone_avx512(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_Q4_K: return q4k_one;
+    case FX_WTYPE_Q5_K: return q5k_one;
     default: return NULL;
     }
 }
