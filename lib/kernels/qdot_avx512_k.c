@@ -182,7 +182,10 @@ FX_QINLINE FX_QV void prep(const int T, const fx_qgrp *g, size_t off,
                            __m512i *pre) {
     switch (T) {
     case KQ5: t32(g, off + 16, pre); break;
-    case KQ6: fx_qt64(g, off + 128, pre); break;
+    case KQ6:
+        /* 16-row groups hold Q6_K's quants rearranged: part() reads them */
+        if (!g->r16) fx_qt64(g, off + 128, pre);
+        break;
     case KQ2: fx_qt64(g, off + 16, pre); break;
     case KQ3:
         fx_qt64(g, off + 32, pre);
@@ -224,6 +227,28 @@ FX_QINLINE FX_QV void part(const int T, const int XR, const fx_qgrp *g,
             }
             put(T, XR, q, h, 16 * (t / 8) + t % 8, lo);
             put(T, XR, q, h, 16 * (t / 8) + 8 + t % 8, hi);
+        }
+    } else if (T == KQ6 && g->r16) {
+        /* quants.h: dword t of each 64 bytes i < 3 is slot 16i + t in its
+         * low 6 bits, and slot 48 + t's bits 2i, 2i + 1 in its top 2 */
+        const __m512i m6 = fx_qc(0x3f3f3f3fu);
+        FX_QUNROLL
+        for (int t = 0; t < 16; t++) {
+            if (h == 0) {
+                put(T, XR, q, h, t, _mm512_and_si512(fx_qline(g, off, t), m6));
+                put(T, XR, q, h, 16 + t,
+                    _mm512_and_si512(fx_qline(g, off + 64, t), m6));
+                continue;
+            }
+            const __m512i a = fx_qline(g, off, t), b = fx_qline(g, off + 64, t);
+            const __m512i c = fx_qline(g, off + 128, t);
+            put(T, XR, q, h, t, _mm512_and_si512(c, m6));
+            const __m512i top = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(a, 6), fx_qc(0x03030303u)),
+                _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi32(b, 4), fx_qc(0x0c0c0c0cu)),
+                    _mm512_and_si512(_mm512_srli_epi32(c, 2), fx_qc(0x30303030u))));
+            put(T, XR, q, h, 16 + t, top);
         }
     } else if (T == KQ6) {
         /* element 128h + 32i + l, l < 32: ql byte 64h + l (i = 0, 2) or

@@ -1,6 +1,6 @@
 /*
- * One x row against a 16-row group of Q4_K (FX_WTYPE_QR16): the decode
- * step's case, written out on its own. The general passes of
+ * One x row against a 16-row group of Q4_K, Q5_K or Q6_K (FX_WTYPE_QR16):
+ * the decode step's case, written out on its own. The general passes of
  * qdot_avx512_k.c compute the same integers for any number of x rows, but
  * at one row their unpacked blocks and per-sub-block sums cost register
  * moves and spills that this straight loop does not have: each 64-byte
@@ -121,10 +121,83 @@ static FX_QV void q5k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     k45_one(true, g, x, nb, pf, pf_step, y, sm);
 }
 
+/* Q6_K, its quants rearranged in groups (quants.h): dword t of the 64
+ * bytes i < 3 is element dword 16 i + t in its low 6 bits, and element
+ * dword 48 + t's bits 2i, 2i + 1 on top; int8 scales at 192, d the
+ * tail. Sub-block j = element dword / 4; q - 32 the weight's integer. */
+static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
+                          const uint8_t *pf, size_t pf_step, float *y,
+                          __mmask16 sm) {
+    const __m512i m6 = fx_qc(0x3f3f3f3fu), m2 = fx_qc(0x03030303u),
+                  m4 = fx_qc(0x0f0f0f0fu);
+    __m512i pick[4], pair[2];
+    for (int j = 0; j < 4; j++) pick[j] = byte_pick(0x80, 0x80, 0x80, j);
+    /* int16 pairs (byte 2p, 2p + 1) sign-extended: the bytes high in
+     * each word, then an arithmetic shift */
+    pair[0] = byte_pick(0x80, 0, 0x80, 1);
+    pair[1] = byte_pick(0x80, 2, 0x80, 3);
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        prefetch_slice(pf, b, pf_step);
+        const size_t off = b * 210;
+        const uint8_t *xq = x->q + 256 * b, *bs = x->s + 32 * b;
+        __m512i sc4[4];
+        FX_QUNROLL
+        for (int i = 0; i < 4; i++) sc4[i] = fx_qline(g, off + 192, i);
+        __m512i P = _mm512_setzero_si512(), C = _mm512_setzero_si512();
+        for (int tq = 0; tq < 4; tq++) {
+            __m512i S[4];
+            FX_QUNROLL
+            for (int i = 0; i < 4; i++) S[i] = _mm512_setzero_si512();
+            FX_QUNROLL
+            for (int tt = 0; tt < 4; tt++) {
+                const int t = 4 * tq + tt;
+                const __m512i a = fx_qline(g, off, t);
+                const __m512i bq = fx_qline(g, off + 64, t);
+                const __m512i c = fx_qline(g, off + 128, t);
+                /* the top 2 bits of a, b, c to bits 0-1, 2-3, 4-5: bitwise
+                 * selects (vpternlogd 0xca: mask ? first : second) */
+                const __m512i ab = _mm512_ternarylogic_epi32(
+                    m2, _mm512_srli_epi32(a, 6), _mm512_srli_epi32(bq, 4), 0xca);
+                const __m512i abc = _mm512_and_si512(
+                    _mm512_ternarylogic_epi32(m4, ab, _mm512_srli_epi32(c, 2), 0xca),
+                    m6);
+                S[0] = _mm512_dpbusd_epi32(S[0], _mm512_and_si512(a, m6),
+                                           xdw(xq + 4 * t));
+                S[1] = _mm512_dpbusd_epi32(S[1], _mm512_and_si512(bq, m6),
+                                           xdw(xq + 64 + 4 * t));
+                S[2] = _mm512_dpbusd_epi32(S[2], _mm512_and_si512(c, m6),
+                                           xdw(xq + 128 + 4 * t));
+                S[3] = _mm512_dpbusd_epi32(S[3], abc, xdw(xq + 192 + 4 * t));
+            }
+            /* sub-block 4i + tq: byte tq of scale dword i, to the top of
+             * the lane and down with its sign */
+            FX_QUNROLL
+            for (int i = 0; i < 4; i++)
+                P = _mm512_add_epi32(
+                    P, _mm512_mullo_epi32(
+                           S[i], _mm512_srai_epi32(
+                                     _mm512_shuffle_epi8(sc4[i], pick[tq]), 24)));
+        }
+        /* the offset: 32 sum_j sc_j bsum_j, scales as int16 pairs */
+        FX_QUNROLL
+        for (int p = 0; p < 8; p++)
+            C = _mm512_dpwssd_epi32(
+                C, _mm512_srai_epi16(_mm512_shuffle_epi8(sc4[p / 2], pair[p % 2]), 8),
+                xdw(bs + 4 * p));
+        P = _mm512_sub_epi32(P, _mm512_slli_epi32(C, 5));
+        const __m512 dx = _mm512_set1_ps(fx_qf32(x->d + 4 * b));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(fx_qhalf_tail(g, off + 208), dx),
+                              _mm512_cvtepi32_ps(P), acc);
+    }
+    _mm512_mask_storeu_ps(y, sm, acc);
+}
+
 fx_qone_fn fx_qone_avx512(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_Q4_K: return q4k_one;
     case FX_WTYPE_Q5_K: return q5k_one;
+    case FX_WTYPE_Q6_K: return q6k_one;
     default: return NULL;
     }
 }

@@ -220,7 +220,12 @@ const fx_qtype *fx_qtype_of(fx_wtype t);
  * w..w+3 at 16 w + 4 r), then its last U mod 4 bytes of each row in row
  * order (Q6_K's d: 16 halves). So the field at byte o of every row (o a
  * dword of the unit) is the 64 bytes at 16 o from the group, and a unit's
- * tail bytes at 16 o + (U mod 4) r. Q3_K (its scales straddle a dword)
+ * tail bytes at 16 o + (U mod 4) r. Q6_K's 192 bytes of quants are
+ * also rearranged per block before that, so that three of every four
+ * quant vectors are one mask: with q_e the 6-bit quant of element e,
+ * byte 64 i + e (i < 3, e < 64) holds q_{64 i + e} in its low 6 bits and
+ * bits 2i, 2i + 1 of q_{192 + e} in its top 2 (scales and d stay where
+ * they are). Q3_K (its scales straddle a dword)
  * and 32-element rows of blocks not a multiple of 8 are not laid out so
  * (fx_qr16_fits). */
 
