@@ -85,14 +85,15 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
             g.idx[l] = (int32_t)(g.r16 ? 0 : r * rb);
         }
         const __mmask16 sm = (__mmask16)((1u << rows) - 1u);
-        /* A later group's rows, a slice a block: within the range (the
-         * rows after it are another task's, maybe another core's, whose
-         * L2 this prefetch would not fill). */
+        /* A later group's rows, a slice a block, past the range too: a
+         * thread takes its share's tasks in order, so the rows after this
+         * task are mostly its next one's (only at the share's end another
+         * core's: one distance of wasted reads). */
         const uint8_t *pf = NULL;
         size_t pf_step = 0;
         const size_t ahead = grp * pf_groups;
-        if (FX_QPF_BYTES > 0 && n + ahead < n1) {
-            const size_t bytes = min_sz(grp, n1 - n - ahead) * rb;
+        if (FX_QPF_BYTES > 0 && n + ahead < job->n) {
+            const size_t bytes = min_sz(grp, job->n - n - ahead) * rb;
             pf = job->w + (n + ahead) * rb;
             pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
         }
