@@ -353,7 +353,9 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         nothing: processes that map the
                                         same file share its pages, and the
                                         load reads no weight. Without it the
-                                        float and Q8_0 matrices are copied
+                                        float and Q8_0 matrices (and, on
+                                        CPUs with AVX-512 VNNI, the
+                                        block-quantized ones) are copied
                                         once, at the first batcher, into
                                         huge pages and the order
                                         the kernels stream fastest (the
@@ -417,8 +419,10 @@ static inline void fx_model_params_init(fx_model_params *params) {
  * fx_batcher_create over the model, on its threads (their pages of the
  * mapping are then released), unless params.flags has
  * FX_MODEL_MAPPED_WEIGHTS. Block-quantized matrices (Q4_0 to Q6_K, IQ4_NL,
- * IQ4_XS) are always computed from the mapping: their file layout is
- * what the kernels read.
+ * IQ4_XS) are copied the same way on CPUs with AVX-512 VNNI, into groups
+ * of 16 rows those kernels read without transposing; elsewhere they are
+ * computed from the mapping, whose layout is what the kernels read. The
+ * resident memory is the file's size either way, not twice it.
  *
  * Threads: any thread; loads are independent of each other.
  *
