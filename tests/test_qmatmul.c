@@ -387,6 +387,29 @@ static size_t k_of(const tinfo *ti, int i) {
 
 /* ---- tests ---- */
 
+/* fx_matmul of w (type t, n rows) on every ISA, 1 and 2 threads and
+ * every M of ms: each bit as ref (the portable one-thread batch). */
+static void expect_every_isa(const float *x, size_t ldx, const void *w,
+                             fx_wtype t, size_t n, size_t k, float *y,
+                             const float *ref, size_t ldy, const char *what,
+                             const tinfo *ti) {
+    const fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    for (size_t a = 0; a < 3; a++)
+        for (unsigned th = 1; th <= 2; th++) {
+            fx_kernels *kc = make_ctx(isas[a], th);
+            if (!kc) continue;
+            for (size_t i = 0; i < N_MS; i++) {
+                memset(y, 0xff, MAX_M * ldy * sizeof *y);
+                assert_int_equal(fx_matmul(kc, x, ldx, ms[i], w, t, n, k, y,
+                                           ldy, 0),
+                                 FX_OK);
+                expect_rows(y, ref, ms[i], n, ldy, what, ti, k);
+            }
+            fx_kernels_free(kc);
+        }
+}
+
+
 static void test_table(void **state) {
     (void)state;
     for (int i = 0; i < 16; i++) assert_int_equal(fx_iq4nl_values[i], kvalues[i]);
@@ -536,7 +559,6 @@ static void test_isas_batches(void **state) {
  * groups and 5 rows after them, and with 3 full groups. */
 static void test_qr16(void **state) {
     (void)state;
-    const fx_isa isas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
     const size_t ns[] = {NCOLS, 48};
     fx_kernels *base = make_ctx(FX_ISA_PORTABLE, 1);
     for (size_t t = 0; t < N_TYPES; t++) {
@@ -584,20 +606,8 @@ static void test_qr16(void **state) {
                 assert_int_equal(fx_matmul(base, x, ldx, MAX_M, w, ti->t, n, k,
                                            ref, ldy, 0),
                                  FX_OK);
-                for (size_t a = 0; a < 3; a++)
-                    for (unsigned th = 1; th <= 2; th++) {
-                        fx_kernels *kc = make_ctx(isas[a], th);
-                        if (!kc) continue;
-                        for (size_t i = 0; i < N_MS; i++) {
-                            memset(y, 0xff, MAX_M * ldy * sizeof *y);
-                            assert_int_equal(fx_matmul(kc, x, ldx, ms[i], w16,
-                                                       g16, n, k, y, ldy, 0),
-                                             FX_OK);
-                            expect_rows(y, ref, ms[i], n, ldy, "16-row groups",
-                                        ti, k);
-                        }
-                        fx_kernels_free(kc);
-                    }
+                expect_every_isa(x, ldx, w16, g16, n, k, y, ref, ldy,
+                                 "16-row groups", ti);
                 free(w);
                 free(w16);
                 free(row);
