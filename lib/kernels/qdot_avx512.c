@@ -45,8 +45,45 @@
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
+/* x rows m .. m + xr - 1 of the job, and their outputs at column n. */
+static void x_rows(const fx_mm_job *job, size_t m, size_t xr, size_t n,
+                   bool xq256, fx_qxrow *x, float **yr) {
+    const size_t k = job->k;
+    for (size_t r = 0; r < xr; r++) {
+        const uint8_t *row = job->xq + (m + r) * job->xq_ld;
+        x[r].q = row;
+        x[r].s = row + k;
+        x[r].d = row + k + (xq256 ? k / 8 : 4 * (k / FX_QK32));
+        yr[r] = job->y + (m + r) * job->ldy + n;
+    }
+}
+
+/* The pass function of the largest power of two up to 8 rows in left. */
+static int pass_index(size_t left) {
+    return left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0;
+}
+
+/* One group (16 rows, lanes sm), column n, against x rows [m, m1) in
+ * passes, each reading the blocks kept in pack (mode 2) or, with mode 0,
+ * unpacking its own. */
+static void group_rows(const fx_mm_job *job, const fx_qgrp *g, size_t n,
+                       __mmask16 sm, size_t m, size_t m1, size_t nb,
+                       size_t bb, void *pack, int mode, bool xq256,
+                       const fx_qpass_fn *fns) {
+    size_t xr;
+    for (; m < m1; m += xr) {
+        const int fi = pass_index(m1 - m);
+        xr = (size_t)1 << fi;
+        fx_qxrow x[FX_QXR];
+        float *yr[FX_QXR];
+        x_rows(job, m, xr, n, xq256, x, yr);
+        fns[fi](g, x, nb, bb, pack, mode, NULL, 0, yr, sm);
+    }
+}
+
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
-               size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns) {
+               size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns,
+               fx_qpair_fn pair) {
     if (n0 >= n1) return;
     const size_t k = job->k, nb = k / blk, rb = job->row_bytes;
     const size_t bb = rb / nb;
@@ -57,11 +94,13 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
      * in place with loads; the rows after them are in the GGUF layout. */
     const size_t r16_end = fx_wtype_is_qr16(job->type) ? job->n / 16 * 16 : 0;
     /* Unpacked blocks for the passes after the first, 64-aligned (the
-     * scratch is 32-aligned), if a group's fit. */
+     * scratch is 32-aligned), if a group's fit; two groups' for pairs. */
     uint8_t *pack = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     const size_t sbytes = FX_MM_SCRATCH_FLOATS * sizeof(float);
     const size_t room = sbytes > 64 ? sbytes - 64 : 0;
     const bool can_pack = nb * usize <= room;
+    const bool can_pair = pair && 2 * nb * usize <= room;
+    uint8_t *pack_b = pack + nb * usize;
     /* Prefetch distance: whole groups, about FX_QPF_BYTES ahead. */
     size_t pf_groups = FX_QPF_BYTES / (grp * rb);
     pf_groups = pf_groups < 1 ? 1 : pf_groups > 8 ? 8 : pf_groups;
@@ -75,53 +114,67 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
     }
     size_t step;
     for (size_t n = n0; n < n1; n += step) {
-        fx_qgrp g;
+        /* g[0] this group; g[1] the next one, when the two go as a pair:
+         * both whole groups of 16, with 8-row passes after the first */
+        fx_qgrp g[2];
+        __mmask16 sm[2];
+        const uint8_t *pf[2] = {NULL, NULL};
+        size_t pf_step[2] = {0, 0};
         step = n < r16_end ? 16 : grp;
-        const size_t rows = min_sz(step, n1 - n);
-        g.r16 = n < r16_end ? job->w + n * rb : NULL;
-        for (size_t l = 0; l < 16; l++) {
-            const size_t r = min_sz(l, rows - 1);
-            g.rp[l] = job->w + (n + r) * rb;
-            g.idx[l] = (int32_t)(g.r16 ? 0 : r * rb);
+        const bool paired = can_pair && step == 16 && n + 16 < n1 &&
+                            job->m >= 16;
+        const int ng = paired ? 2 : 1;
+        for (int i = 0; i < ng; i++) {
+            const size_t c = n + 16 * (size_t)i;
+            const size_t st = c < r16_end ? 16 : grp;
+            const size_t rows = min_sz(st, n1 - c);
+            g[i].r16 = c < r16_end ? job->w + c * rb : NULL;
+            for (size_t l = 0; l < 16; l++) {
+                const size_t r = min_sz(l, rows - 1);
+                g[i].rp[l] = job->w + (c + r) * rb;
+                g[i].idx[l] = (int32_t)(g[i].r16 ? 0 : r * rb);
+            }
+            sm[i] = (__mmask16)((1u << rows) - 1u);
+            /* A later group's rows, a slice a block, past the range too:
+             * a thread takes its share's tasks in order, so the rows
+             * after this task are mostly its next one's (only at the
+             * share's end another core's: one distance of wasted reads). */
+            const size_t ahead = grp * pf_groups;
+            if (FX_QPF_BYTES > 0 && c + ahead < job->n) {
+                const size_t bytes = min_sz(grp, job->n - c - ahead) * rb;
+                pf[i] = job->w + (c + ahead) * rb;
+                pf_step[i] = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
+            }
         }
-        const __mmask16 sm = (__mmask16)((1u << rows) - 1u);
-        /* A later group's rows, a slice a block, past the range too: a
-         * thread takes its share's tasks in order, so the rows after this
-         * task are mostly its next one's (only at the share's end another
-         * core's: one distance of wasted reads). */
-        const uint8_t *pf = NULL;
-        size_t pf_step = 0;
-        const size_t ahead = grp * pf_groups;
-        if (FX_QPF_BYTES > 0 && n + ahead < job->n) {
-            const size_t bytes = min_sz(grp, job->n - n - ahead) * rb;
-            pf = job->w + (n + ahead) * rb;
-            pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
-        }
+        if (paired) step = 32;
         for (size_t m0 = 0; m0 < job->m; m0 += FX_QMBLOCK) {
             const size_t m1 = min_sz(job->m, m0 + FX_QMBLOCK);
-            /* passes of 8, 4, 2, 1 rows; after the first, the blocks
-             * unpacked by it */
-            const size_t first = m1 - m0 >= 8 ? 8 : m1 - m0 >= 4 ? 4
-                                 : m1 - m0 >= 2 ? 2 : 1;
+            /* The first pass of each group: 8, 4, 2 or 1 rows, unpacking
+             * (and keeping the blocks for the passes after it) */
+            const int f0 = pass_index(m1 - m0);
+            const size_t first = (size_t)1 << f0;
             const bool more = m1 - m0 > first && can_pack;
-            size_t xr;
-            for (size_t m = m0; m < m1; m += xr) {
-                const size_t left = m1 - m;
-                const int fi = left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0;
-                xr = (size_t)1 << fi;
+            for (int i = 0; i < ng; i++) {
                 fx_qxrow x[FX_QXR];
                 float *yr[FX_QXR];
-                for (size_t r = 0; r < xr; r++) {
-                    const uint8_t *row = job->xq + (m + r) * job->xq_ld;
-                    x[r].q = row;
-                    x[r].s = row + k;
-                    x[r].d = row + k + (xq256 ? k / 8 : 4 * (k / FX_QK32));
-                    yr[r] = job->y + (m + r) * job->ldy + n;
-                }
-                const int mode = !more ? 0 : m == m0 ? 1 : 2;
-                fns[fi](&g, x, nb, bb, pack, mode, m == m0 ? pf : NULL,
-                        pf_step, yr, sm);
+                x_rows(job, m0, first, n + 16 * (size_t)i, xq256, x, yr);
+                fns[f0](&g[i], x, nb, bb, i ? pack_b : pack, more ? 1 : 0,
+                        pf[i], pf_step[i], yr, sm[i]);
             }
+            size_t m = m0 + first;
+            if (paired && more) {
+                /* 8 x rows at a time against both groups' kept blocks */
+                for (; m1 - m >= FX_QXR; m += FX_QXR) {
+                    fx_qxrow x[FX_QXR];
+                    float *ya[FX_QXR], *yb[FX_QXR];
+                    x_rows(job, m, FX_QXR, n, xq256, x, ya);
+                    for (size_t r = 0; r < FX_QXR; r++) yb[r] = ya[r] + 16;
+                    pair(pack, pack_b, x, nb, ya, yb, sm[0], sm[1]);
+                }
+            }
+            for (int i = 0; i < ng && m < m1; i++)
+                group_rows(job, &g[i], n + 16 * (size_t)i, sm[i], m, m1, nb,
+                           bb, i ? pack_b : pack, more ? 2 : 0, xq256, fns);
         }
     }
 }
@@ -349,7 +402,7 @@ FX_QINLINE FX_QV void pass32(const int T, const int XR, const fx_qgrp *g,
     static void range_##T(const fx_mm_job *job, size_t n0, size_t n1,        \
                           float *scratch) {                                  \
         fx_qrange(job, n0, n1, scratch, FX_QK32, sizeof(fx_qblk32), false,   \
-                  passes_##T);                                               \
+                  passes_##T, NULL);                                         \
     }
 FX_QPASSES(T40)
 FX_QPASSES(T41)

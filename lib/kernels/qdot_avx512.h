@@ -208,6 +208,14 @@ typedef void (*fx_qpass_fn)(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
                             const uint8_t *pf, size_t pf_step,
                             float *const *yr, __mmask16 sm);
 
+/* Two groups' blocks kept by their first passes (pack_a, pack_b: nb
+ * unpacked blocks each) against FX_QXR x rows, into ya (lanes sma) and
+ * yb (lanes smb): each broadcast x dword feeds both groups' vpdpbusd. */
+typedef void (*fx_qpair_fn)(const void *pack_a, const void *pack_b,
+                            const fx_qxrow *x, size_t nb,
+                            float *const *ya, float *const *yb,
+                            __mmask16 sma, __mmask16 smb);
+
 /* One x row against a full 16-row group (g->r16 set) of nb blocks, into
  * y (lanes sm), with the prefetch of a pass: the decode step's kernel
  * where a type has one (qdot_avx512_r16.c), else NULL. */
@@ -220,9 +228,12 @@ fx_qone_fn fx_qone_avx512(fx_wtype t);
  * (their quants stay in L2 while the group's blocks are unpacked once per
  * block of rows), in passes of 8, 4, 2 or 1 rows. fns[i]: the type's
  * pass of 2^i rows; blk: elements a block; usize: bytes of an unpacked
- * block; xq256: the x layout. */
+ * block; xq256: the x layout; pair (or NULL): the type's pass of two
+ * groups, for the 8-row passes after the first where two groups of the
+ * range are whole. */
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
-               size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns);
+               size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns,
+               fx_qpair_fn pair);
 
 /* The 256-element types' kernel table (qdot_avx512_k.c). */
 fx_mm_range_fn fx_qmm_avx512_k(fx_wtype t);
