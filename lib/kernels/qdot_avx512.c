@@ -33,9 +33,10 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-/* x rows at a time over a group: their quants stay in L2 (64 rows of K =
- * 2816: 190 KB) while the group's blocks are unpacked once for them. */
-#define FX_QMBLOCK 64
+/* x rows at a time over a group: their quants stay in L2 (128 rows of K
+ * = 2816: 380 KB, next to two groups' unpacked blocks, 140 KB) while the
+ * group's blocks are unpacked once for them: a 128-token prompt once. */
+#define FX_QMBLOCK 128
 
 /* The largest gather offset (a test build lowers it to reach the
  * one-row groups). */
