@@ -82,6 +82,23 @@ static void group_rows(const fx_mm_job *job, const fx_qgrp *g, size_t n,
     }
 }
 
+/* What the group at column c prefetches: a later group's rows (ahead
+ * columns on), a slice a block, past the range too: a thread takes its
+ * share's tasks in order, so the rows after this task are mostly its next
+ * one's (only at the share's end another core's: one distance of wasted
+ * reads). NULL and 0 past the matrix. */
+static void group_prefetch(const fx_mm_job *job, size_t c, size_t ahead,
+                           size_t grp, size_t nb, const uint8_t **pf,
+                           size_t *pf_step) {
+    *pf = NULL;
+    *pf_step = 0;
+    if (FX_QPF_BYTES == 0 || c + ahead >= job->n) return;
+    const size_t rb = job->row_bytes;
+    const size_t bytes = min_sz(grp, job->n - c - ahead) * rb;
+    *pf = job->w + (c + ahead) * rb;
+    *pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
+}
+
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
                size_t blk, size_t usize, bool xq256, const fx_qpass_fn *fns,
                fx_qpair_fn pair) {
@@ -113,14 +130,36 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
         const uint8_t *p1 = job->w + min_sz(n1, n0 + grp * pf_groups) * rb;
         for (; p0 < p1; p0 += 64) _mm_prefetch((const char *)p0, FX_QPF_HINT);
     }
+    /* One x row (the decode step) over whole groups in place: the type's
+     * one-row kernel group after group, as the loop below would call it,
+     * without that loop's per-group set-up (lane pointers, the pass's
+     * copy of them): a sixth of the kernel's time at K = 1024. */
+    const fx_qone_fn one =
+        job->m == 1 && n0 + 16 <= r16_end
+            ? fx_qone_avx512(fx_wtype_qr16_base(job->type)) : NULL;
+    if (one) {
+        fx_qxrow x;
+        float *y;
+        x_rows(job, 0, 1, n0, xq256, &x, &y);
+        fx_qgrp g;
+        memset(&g, 0, sizeof g);
+        for (const size_t end = min_sz(n1, r16_end); n0 + 16 <= end;
+             n0 += 16, y += 16) {
+            const uint8_t *pf;
+            size_t pf_step;
+            group_prefetch(job, n0, grp * pf_groups, grp, nb, &pf, &pf_step);
+            g.r16 = job->w + n0 * rb;
+            one(&g, &x, nb, pf, pf_step, y, 0xffff);
+        }
+    }
     size_t step;
     for (size_t n = n0; n < n1; n += step) {
         /* g[0] this group; g[1] the next one, when the two go as a pair:
          * both whole groups of 16, with 8-row passes after the first */
         fx_qgrp g[2];
         __mmask16 sm[2];
-        const uint8_t *pf[2] = {NULL, NULL};
-        size_t pf_step[2] = {0, 0};
+        const uint8_t *pf[2];
+        size_t pf_step[2];
         step = n < r16_end ? 16 : grp;
         const bool paired = can_pair && step == 16 && n + 16 < n1 &&
                             job->m >= 16;
@@ -136,16 +175,8 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
                 g[i].idx[l] = (int32_t)(g[i].r16 ? 0 : r * rb);
             }
             sm[i] = (__mmask16)((1u << rows) - 1u);
-            /* A later group's rows, a slice a block, past the range too:
-             * a thread takes its share's tasks in order, so the rows
-             * after this task are mostly its next one's (only at the
-             * share's end another core's: one distance of wasted reads). */
-            const size_t ahead = grp * pf_groups;
-            if (FX_QPF_BYTES > 0 && c + ahead < job->n) {
-                const size_t bytes = min_sz(grp, job->n - c - ahead) * rb;
-                pf[i] = job->w + (c + ahead) * rb;
-                pf_step[i] = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
-            }
+            group_prefetch(job, c, grp * pf_groups, grp, nb, &pf[i],
+                           &pf_step[i]);
         }
         if (paired) step = 32;
         for (size_t m0 = 0; m0 < job->m; m0 += FX_QMBLOCK) {
