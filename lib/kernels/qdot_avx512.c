@@ -161,8 +161,10 @@ void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,
         const uint8_t *pf[2];
         size_t pf_step[2];
         step = n < r16_end ? 16 : grp;
-        const bool paired = can_pair && step == 16 && n + 16 < n1 &&
-                            job->m >= 16;
+        /* grp == 16: the next group steps 16 too, whatever its layout,
+         * so the pair covers exactly 32 columns */
+        const bool paired = can_pair && grp == 16 && step == 16 &&
+                            n + 16 < n1 && job->m >= 16;
         const int ng = paired ? 2 : 1;
         for (int i = 0; i < ng; i++) {
             const size_t c = n + 16 * (size_t)i;
