@@ -107,13 +107,15 @@ for model in "$@"; do
         done
     done
     med() { median < "$tmp/v.$1"; }
+    # a median as printf's format says, or "-" where a side gave no number
+    medf() { awk -v v="$(med "$1")" -v f="$2" 'BEGIN { if (v + 0 > 0) printf f, v; else print "-" }'; }
     ll_pp=$(med ll_pp); ll_d1=$(med ll_d1); ll_dn=$(med ll_dn); ll_load=$(med ll_load); ll_rss=$(med ll_rss)
     fx_pp=$(med fx_pp); fx_d1=$(med fx_d1); fx_dn=$(med fx_dn); fx_load=$(med fx_load); fx_rss=$(med fx_rss)
-    fx_rf=$(med fx_rf | xargs printf '%.4f')
+    fx_rf=$(medf fx_rf '%.4f')
     printf '%-22s %-9s %10.1f %10.1f %10.1f %9.3f %9.0f %9s\n' "$name" peer \
         "$ll_pp" "$ll_d1" "$ll_dn" "$ll_load" "$ll_rss" -
     printf '%-22s %-9s %10.1f %10.1f %10.1f %9.3f %9.0f %9s\n' "$name" ferrox \
         "$fx_pp" "$fx_d1" "$fx_dn" "$fx_load" "$fx_rss" "$fx_rf"
-    printf '%-22s %-9s %9.2fx %9.2fx %9.2fx %8.2fx\n' "$name" ratio "$(med r_pp)" \
-        "$(med r_d1)" "$(med r_dn)" "$(med r_load)"
+    printf '%-22s %-9s %10s %10s %10s %9s\n' "$name" ratio "$(medf r_pp '%.2fx')" \
+        "$(medf r_d1 '%.2fx')" "$(medf r_dn '%.2fx')" "$(medf r_load '%.2fx')"
 done
