@@ -288,6 +288,8 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
             kc->qrange[t] = qrange_for(isa, (fx_wtype)t);
             if (isa == FX_ISA_AVX512)
                 kc->qrange16[t] = fx_qmm_avx512_qr16((fx_wtype)t);
+            if (!kc->qrange16[t] && isa != FX_ISA_PORTABLE)
+                kc->qrange16[t] = fx_qmm_avx2_qr16((fx_wtype)t);
             kc->rows16[t] = qrange_for(isa == FX_ISA_AVX512 ? FX_ISA_AVX2 : isa,
                                        (fx_wtype)t);
         }
@@ -344,8 +346,9 @@ void fx_kernels_free(fx_kernels *kc) {
 bool fx_kernels_prefer_r16(fx_wtype t) { return t == FX_WTYPE_Q8_0; }
 
 bool fx_kernels_prefer_qr16(fx_wtype t, size_t k) {
-    return fx_qr16_fits(t, k) && fx_cpu_has_avx2() && fx_cpu_has_avx512() &&
-           fx_qmm_avx512_qr16(t) != NULL;
+    if (!fx_qr16_fits(t, k) || !fx_cpu_has_avx2()) return false;
+    return (fx_cpu_has_avx512() && fx_qmm_avx512_qr16(t) != NULL) ||
+           fx_qmm_avx2_qr16(t) != NULL;
 }
 
 /* F16 and BF16 stream faster as R12 wherever the AVX-512 path exists; F32

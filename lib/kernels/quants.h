@@ -209,7 +209,9 @@ const fx_qtype *fx_qtype_of(fx_wtype t);
  * the GGUF layout that is a transpose per block in registers (fx_qt64:
  * as many shuffles as the block has loads, and more), and at one x row
  * the transposes, not memory, set the speed. Stored transposed, the same
- * vectors are plain loads.
+ * vectors are plain loads. AVX2 reads a line's two halves as rows 0-7
+ * and 8-15 (qdot_avx2_r16.c): its per-row scale decoding and horizontal
+ * sums on GGUF rows cost it the same way.
  *
  * Layout, N rows of R bytes: rows in groups of 16, group g at byte 16 g R
  * (where its first row is in GGUF, so the matrix keeps its size); rows
@@ -252,5 +254,7 @@ fx_mm_range_fn fx_qmm_avx2(fx_wtype t);
 fx_mm_range_fn fx_qmm_avx512(fx_wtype t);
 /* The AVX-512 VNNI kernel of t | FX_WTYPE_QR16, or NULL. */
 fx_mm_range_fn fx_qmm_avx512_qr16(fx_wtype t);
+/* The AVX2 kernel of t | FX_WTYPE_QR16 (qdot_avx2_r16.c), or NULL. */
+fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t);
 
 #endif /* FX_KERNELS_QUANTS_H */

@@ -1,0 +1,346 @@
+/*
+ * AVX2 kernels of Q4_K and Q6_K in 16-row groups (FX_WTYPE_QR16, quants.h):
+ * a group's 64-byte line holds one dword of each of 16 rows, so its two
+ * 32-byte halves give rows 0-7 and 8-15 one 32-bit lane each. A dword of
+ * quants meets the x dword it needs broadcast (vpmaddubsw, then int16
+ * sums), and a row's integers P and M come out in its own lane, exact:
+ * no horizontal sums, no scale decoding per row, the fmas of quants.h 8
+ * rows an instruction. On GGUF rows (qdot_avx2_k.c) those per-row steps,
+ * not memory, set the speed at one x row.
+ *
+ * int16 bounds: |qx| <= 127 (the FX_XQ_256 rule), so a vpmaddubsw pair is
+ * at most 2 * 15 * 127 = 3810 for 4-bit quants (8 of them, a sub-block of
+ * 32, sum to 30480) and 2 * 63 * 127 = 16002 for Q6_K's 6-bit ones (two
+ * sum to 32004): no saturation anywhere, so the sums are exact.
+ *
+ * Up to 4 x rows share a pass over a half group (the quants unpacked once
+ * for them); the next pass finds the group (16 rows x K) in L1 or L2.
+ */
+#include "qdot_avx2.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#define FX_R16_UNROLL _Pragma("GCC unroll 8")
+
+/* How far ahead a group prefetches the rows of a later one, and how:
+ * the same distance as the AVX-512 readers (qdot_avx512.h). */
+#define FX_R16_PF_BYTES 16384
+#define FX_R16_PF_HINT _MM_HINT_T1
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Half h (rows 8h..8h+7) of the group's line t at field offset off. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i half_line(const uint8_t *g, size_t off, int t,
+                                           int h) {
+    return _mm256_loadu_si256(
+        (const __m256i *)(const void *)(g + 16 * off + 64 * (size_t)t + 32 * h));
+}
+
+FX_ALWAYS_INLINE FX_AVX2 __m256i xdw(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+FX_ALWAYS_INLINE FX_AVX2 __m256i c8(unsigned v) {
+    return _mm256_set1_epi32((int)v);
+}
+
+/* vpshufb control: in each dword d, bytes (4d + b0, b1, b2, b3); 0x80 a
+ * zero byte. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i byte_pick(int b0, int b1, int b2, int b3) {
+    const unsigned a = (unsigned)b0 | (unsigned)b1 << 8 | (unsigned)b2 << 16 |
+                       (unsigned)b3 << 24;
+    const unsigned step = (b0 < 0x80 ? 1u : 0) | (b1 < 0x80 ? 1u << 8 : 0) |
+                          (b2 < 0x80 ? 1u << 16 : 0) | (b3 < 0x80 ? 1u << 24 : 0);
+    const __m128i l = _mm_setr_epi32((int)a, (int)(a + 4 * step),
+                                     (int)(a + 8 * step), (int)(a + 12 * step));
+    return _mm256_setr_m128i(l, l);
+}
+
+/* The f16 in the low (hi: high) half of each of 8 dwords, as f32. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 h2f(__m256i v, bool hi) {
+    const __m256i w = hi ? _mm256_srli_epi32(v, 16)
+                         : _mm256_and_si256(v, c8(0xffffu));
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(w),
+                                            _mm256_extracti128_si256(w, 1)));
+}
+
+FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* x rows at once over a half group: the quants are unpacked once for
+ * them; more would not keep their sums in the 16 registers. */
+#define FX_R16_MR 4
+
+/* The block's prefetch slice (a later group's rows, see range_r16). */
+FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *pf, size_t b,
+                                             size_t pf_step) {
+    if (!pf) return;
+    for (size_t o = 0; o < pf_step; o += 64)
+        _mm_prefetch((const char *)pf + b * pf_step + o, FX_R16_PF_HINT);
+}
+
+/* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
+ * group of nb Q4_K blocks, into acc[r]. A block is d, dmin (dword 0), 12
+ * bytes of 6-bit scales and mins (dwords 1-3, ggml's get_scale_min_k4),
+ * and qs, whose byte 32c + l holds element 64c + l (low nibble) and
+ * 64c + 32 + l (high): sub-blocks 2c and 2c + 1. */
+FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
+                                       const uint8_t *const *xq, size_t k,
+                                       size_t nb, int h, const uint8_t *pf,
+                                       size_t pf_step, __m256 *acc) {
+    const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
+                  m2 = c8(0x30303030u);
+    FX_R16_UNROLL
+    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        prefetch_slice(pf, b, pf_step);
+        const size_t off = 144 * b;
+        const __m256i h1 = half_line(g, off, 1, h), h2 = half_line(g, off, 2, h);
+        const __m256i h3 = half_line(g, off, 3, h);
+        const __m256i sa = _mm256_and_si256(h1, m6);
+        const __m256i sb = _mm256_or_si256(
+            _mm256_and_si256(h3, m4), _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
+        const __m256i ma = _mm256_and_si256(h2, m6);
+        const __m256i mb = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
+            _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
+        __m256i P[FX_R16_MR], M[FX_R16_MR];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            P[r] = M[r] = _mm256_setzero_si256();
+        }
+        FX_R16_UNROLL
+        for (int j = 0; j < 8; j++) {
+            /* min j twice as int16 against the bsums of 16 of sub-block j */
+            const __m256i mn = _mm256_shuffle_epi8(j < 4 ? ma : mb,
+                                                   byte_pick(j % 4, 0x80, j % 4, 0x80));
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++)
+                M[r] = _mm256_add_epi32(
+                    M[r], _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
+        }
+        FX_R16_UNROLL
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[FX_R16_MR], hi[FX_R16_MR];
+            FX_R16_UNROLL
+            for (int t = 0; t < 8; t++) {
+                const __m256i v = half_line(g, off + 16 + 32 * (size_t)c, t, h);
+                const __m256i vl = _mm256_and_si256(v, m4);
+                const __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
+                    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
+                    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
+                    lo[r] = t ? _mm256_add_epi16(lo[r], pl) : pl;
+                    hi[r] = t ? _mm256_add_epi16(hi[r], ph) : ph;
+                }
+            }
+            const __m256i s = c < 2 ? sa : sb;
+            const int j = 2 * c % 4;
+            const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
+            const __m256i sh =
+                _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++)
+                P[r] = _mm256_add_epi32(
+                    P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
+                                           _mm256_madd_epi16(hi[r], sh)));
+        }
+        const __m256i h0 = half_line(g, off, 0, h);
+        const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
+                                     _mm256_cvtepi32_ps(P[r]), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx),
+                                      _mm256_cvtepi32_ps(M[r]), acc[r]);
+        }
+    }
+}
+
+/* Q6_K in groups (quants.h): dword t of the 64 bytes i < 3 is element
+ * dword 16 i + t in its low 6 bits, and element dword 48 + t's bits 2i,
+ * 2i + 1 on top; int8 scales at 192 (dwords 48-51), d the unit's tail.
+ * Sub-block j (16 elements) = element dword / 4: lines 4j'..4j'+3 of
+ * part i give sub-block 4i + j'. q - 32 the integer. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_quants(const uint8_t *g, size_t off,
+                                            int i, int t, int h) {
+    const __m256i m6 = c8(0x3f3f3f3fu);
+    if (i < 3) return _mm256_and_si256(half_line(g, off + 64 * (size_t)i, t, h), m6);
+    const __m256i a = half_line(g, off, t, h), bq = half_line(g, off + 64, t, h);
+    const __m256i c = half_line(g, off + 128, t, h);
+    return _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), c8(0x03030303u)),
+                        _mm256_and_si256(_mm256_srli_epi16(bq, 4), c8(0x0c0c0c0cu))),
+        _mm256_and_si256(_mm256_srli_epi16(c, 2), c8(0x30303030u)));
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
+                                       const uint8_t *const *xq, size_t k,
+                                       size_t nb, int h, const uint8_t *pf,
+                                       size_t pf_step, __m256 *acc) {
+    FX_R16_UNROLL
+    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        prefetch_slice(pf, b, pf_step);
+        const size_t off = 210 * b;
+        __m256i P[FX_R16_MR], C[FX_R16_MR];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) P[r] = C[r] = _mm256_setzero_si256();
+        FX_R16_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const __m256i sd = half_line(g, off + 192, i, h);
+            FX_R16_UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                /* sub-block 4i + jj: byte jj of scale dword i,
+                 * sign-extended into both int16 of each dword */
+                const __m256i sc = _mm256_srai_epi16(
+                    _mm256_shuffle_epi8(sd, byte_pick(0x80, jj, 0x80, jj)), 8);
+                FX_R16_UNROLL
+                for (int pr = 0; pr < 2; pr++) {
+                    /* two lines' vpmaddubsw fit int16, four would not */
+                    const int t = 4 * jj + 2 * pr;
+                    const __m256i q0 = q6k_quants(g, off, i, t, h);
+                    const __m256i q1 = q6k_quants(g, off, i, t + 1, h);
+                    FX_R16_UNROLL
+                    for (int r = 0; r < MR; r++) {
+                        const uint8_t *x = xq[r] + 256 * b + 64 * i + 4 * t;
+                        const __m256i s16 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q0, xdw(x)),
+                            _mm256_maddubs_epi16(q1, xdw(x + 4)));
+                        P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(s16, sc));
+                    }
+                }
+            }
+            /* the offset: 32 sum_j sc_j bsum_j, scales as int16 pairs */
+            FX_R16_UNROLL
+            for (int p = 0; p < 2; p++) {
+                const __m256i sc = _mm256_srai_epi16(
+                    _mm256_shuffle_epi8(sd, byte_pick(0x80, 2 * p, 0x80, 2 * p + 1)), 8);
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++)
+                    C[r] = _mm256_add_epi32(
+                        C[r], _mm256_madd_epi16(
+                                  sc, xdw(xq[r] + k + 32 * b + 8 * i + 4 * p)));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
+            (const __m128i *)(const void *)(g + 16 * (off + 208) + 16 * h)));
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+            const __m256i p = _mm256_sub_epi32(P[r], _mm256_slli_epi32(C[r], 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(p),
+                                     acc[r]);
+        }
+    }
+}
+
+/* A half group against MR x rows. */
+typedef void (*half_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
+                        size_t nb, int h, const uint8_t *pf, size_t pf_step,
+                        __m256 *acc);
+
+#define FX_R16_HALF(NAME, MR)                                                 \
+    static FX_AVX2 void NAME##_##MR(const uint8_t *g, const uint8_t *const *xq, \
+                                    size_t k, size_t nb, int h,               \
+                                    const uint8_t *pf, size_t pf_step,        \
+                                    __m256 *acc) {                            \
+        NAME(MR, g, xq, k, nb, h, pf, pf_step, acc);                          \
+    }
+FX_R16_HALF(q4k_half, 1)
+FX_R16_HALF(q4k_half, 2)
+FX_R16_HALF(q4k_half, 4)
+FX_R16_HALF(q6k_half, 1)
+FX_R16_HALF(q6k_half, 2)
+FX_R16_HALF(q6k_half, 4)
+
+/* Columns [n0, n1) (n0 at a group) of every x row: whole groups with the
+ * half-group kernels, 4, 2 or 1 x rows a pass, the rows after the last
+ * group (GGUF layout) with the base type's row kernel. A group's first
+ * pass prefetches a later group's rows, a slice a block: a group's 16 rows
+ * are one contiguous run, and a thread's tasks follow each other
+ * (matmul.c), so the rows past the task are mostly its next one's. */
+static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
+                              float *scratch, const half_fn fns[3]) {
+    const size_t k = job->k, nb = k / FX_QK_K, rb = job->row_bytes;
+    const size_t r16_end = job->n / 16 * 16;
+    size_t ahead = FX_R16_PF_BYTES / (16 * rb);
+    ahead = 16 * (ahead < 1 ? 1 : ahead > 8 ? 8 : ahead);
+    for (const uint8_t *p = job->w + n0 * rb,
+                       *e = job->w + min_sz(n1, n0 + ahead) * rb;
+         p < e; p += 64)
+        _mm_prefetch((const char *)p, FX_R16_PF_HINT);
+    size_t n = n0;
+    for (; n + 16 <= min_sz(n1, r16_end); n += 16) {
+        const uint8_t *g = job->w + n * rb, *pf = NULL;
+        size_t pf_half = 0; /* each half group's slice a block */
+        if (n + ahead < job->n) {
+            const size_t bytes = min_sz(16, job->n - n - ahead) * rb;
+            pf = job->w + (n + ahead) * rb;
+            pf_half = ((bytes + 2 * nb - 1) / (2 * nb) + 63) & ~(size_t)63;
+        }
+        size_t mr;
+        for (size_t m = 0; m < job->m; m += mr) {
+            const int fi = job->m - m >= 4 ? 2 : job->m - m >= 2 ? 1 : 0;
+            mr = (size_t)1 << fi;
+            const uint8_t *xq[FX_R16_MR];
+            for (size_t r = 0; r < mr; r++)
+                xq[r] = job->xq + (m + r) * job->xq_ld;
+            for (int h = 0; h < 2; h++) {
+                __m256 acc[FX_R16_MR];
+                fns[fi](g, xq, k, nb, h,
+                        m ? NULL : pf ? pf + (size_t)h * pf_half * nb : NULL,
+                        pf_half, acc);
+                for (size_t r = 0; r < mr; r++)
+                    _mm256_storeu_ps(job->y + (m + r) * job->ldy + n + 8 * (size_t)h,
+                                     acc[r]);
+            }
+        }
+    }
+    if (n < n1) {
+        fx_mm_job rows = *job;
+        rows.type = fx_wtype_qr16_base(job->type);
+        job->qr16_rows(&rows, n, n1, scratch);
+    }
+}
+
+static FX_AVX2 void q4k_range(const fx_mm_job *job, size_t n0, size_t n1,
+                              float *scratch) {
+    static const half_fn fns[3] = {q4k_half_1, q4k_half_2, q4k_half_4};
+    range_r16(job, n0, n1, scratch, fns);
+}
+
+static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
+                              float *scratch) {
+    static const half_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
+    range_r16(job, n0, n1, scratch, fns);
+}
+
+fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
+    if (!fx_cpu_has_avx2()) return NULL;
+    switch (t) {
+    case FX_WTYPE_Q4_K: return q4k_range;
+    case FX_WTYPE_Q6_K: return q6k_range;
+    default: return NULL;
+    }
+}
+
+#else /* not x86-64 GCC/Clang */
+
+fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
+    (void)t;
+    return NULL;
+}
+
+#endif
