@@ -29,6 +29,13 @@ void fx_qavx2_rows_range(const fx_mm_job *job, size_t n0, size_t n1,
 #define FX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FX_ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* v shifted left by s bits (right for s < 0), 16-bit lanes; s constant. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i shl16(__m256i v, int s) {
+    if (s > 0) return _mm256_slli_epi16(v, s);
+    if (s < 0) return _mm256_srli_epi16(v, -s);
+    return v;
+}
+
 /* The 4 rows' sums of 8 int32 lanes each, as one xmm [a b c d]. Two
  * forms, as measured (Zen 4, AVX2 code): unpacks and adds keep the hadds
  * (3 or 4 uops each) off the multiply ports, 4-8% faster for the 32-element

@@ -162,13 +162,6 @@ FX_ALWAYS_INLINE FX_AVX2 void kq_load(fx_wtype T, const uint8_t *blk,
     }
 }
 
-/* v shifted left by s bits (right for s < 0), 16-bit lanes; s constant. */
-FX_ALWAYS_INLINE FX_AVX2 __m256i shl16(__m256i v, int s) {
-    if (s > 0) return _mm256_slli_epi16(v, s);
-    if (s < 0) return _mm256_srli_epi16(v, -s);
-    return v;
-}
-
 /* Unit u's 32 quants as unsigned bytes (IQ4_XS: the signed levels). */
 FX_ALWAYS_INLINE FX_AVX2 __m256i kq_unit(fx_wtype T, const uint8_t *blk, int u,
                                          __m256i kv) {

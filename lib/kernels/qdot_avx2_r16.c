@@ -88,21 +88,26 @@ FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *pf, size_t b,
 }
 
 /* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
- * group of nb Q4_K blocks, into acc[r]. A block is d, dmin (dword 0), 12
- * bytes of 6-bit scales and mins (dwords 1-3, ggml's get_scale_min_k4),
- * and qs, whose byte 32c + l holds element 64c + l (low nibble) and
- * 64c + 32 + l (high): sub-blocks 2c and 2c + 1. */
-FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
+ * group of nb Q4_K (Q5_K: five) blocks, into acc[r]. A block is d, dmin
+ * (dword 0), 12 bytes of 6-bit scales and mins (dwords 1-3, ggml's
+ * get_scale_min_k4), Q5_K's qh[32], and qs, whose byte 32c + l holds
+ * element 64c + l (low nibble) and 64c + 32 + l (high): sub-blocks 2c
+ * and 2c + 1; Q5_K's bit 4 of them is bit 2c (2c + 1) of qh byte l. The
+ * int16 sums take 8 lines of 4-bit quants, 4 of 5-bit ones. */
+FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
+                                       const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
     const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
-                  m2 = c8(0x30303030u);
+                  m2 = c8(0x30303030u), b4 = c8(0x10101010u);
+    const size_t bb = five ? 176 : 144, qs = five ? 48 : 16;
+    const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         prefetch_slice(pf, b, pf_step);
-        const size_t off = 144 * b;
+        const size_t off = bb * b;
         const __m256i h1 = half_line(g, off, 1, h), h2 = half_line(g, off, 2, h);
         const __m256i h3 = half_line(g, off, 3, h);
         const __m256i sa = _mm256_and_si256(h1, m6);
@@ -129,31 +134,35 @@ FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
         }
         FX_R16_UNROLL
         for (int c = 0; c < 4; c++) {
-            __m256i lo[FX_R16_MR], hi[FX_R16_MR];
-            FX_R16_UNROLL
-            for (int t = 0; t < 8; t++) {
-                const __m256i v = half_line(g, off + 16 + 32 * (size_t)c, t, h);
-                const __m256i vl = _mm256_and_si256(v, m4);
-                const __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
-                    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
-                    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
-                    lo[r] = t ? _mm256_add_epi16(lo[r], pl) : pl;
-                    hi[r] = t ? _mm256_add_epi16(hi[r], ph) : ph;
-                }
-            }
             const __m256i s = c < 2 ? sa : sb;
             const int j = 2 * c % 4;
             const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
             const __m256i sh =
                 _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+            __m256i lo[FX_R16_MR], hi[FX_R16_MR];
             FX_R16_UNROLL
-            for (int r = 0; r < MR; r++)
-                P[r] = _mm256_add_epi32(
-                    P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
-                                           _mm256_madd_epi16(hi[r], sh)));
+            for (int t = 0; t < 8; t++) {
+                const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h);
+                __m256i vl = _mm256_and_si256(v, m4);
+                __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (five) {
+                    const __m256i qh = half_line(g, off + 16, t, h);
+                    vl = _mm256_or_si256(vl, _mm256_and_si256(shl16(qh, 4 - 2 * c), b4));
+                    vh = _mm256_or_si256(vh, _mm256_and_si256(shl16(qh, 3 - 2 * c), b4));
+                }
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
+                    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
+                    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
+                    lo[r] = t % run ? _mm256_add_epi16(lo[r], pl) : pl;
+                    hi[r] = t % run ? _mm256_add_epi16(hi[r], ph) : ph;
+                    if (t % run == run - 1)
+                        P[r] = _mm256_add_epi32(
+                            P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
+                                                   _mm256_madd_epi16(hi[r], sh)));
+                }
+            }
         }
         const __m256i h0 = half_line(g, off, 0, h);
         const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
@@ -166,6 +175,20 @@ FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
                                       _mm256_cvtepi32_ps(M[r]), acc[r]);
         }
     }
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
+                                       const uint8_t *const *xq, size_t k,
+                                       size_t nb, int h, const uint8_t *pf,
+                                       size_t pf_step, __m256 *acc) {
+    k45_half(false, MR, g, xq, k, nb, h, pf, pf_step, acc);
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void q5k_half(const int MR, const uint8_t *g,
+                                       const uint8_t *const *xq, size_t k,
+                                       size_t nb, int h, const uint8_t *pf,
+                                       size_t pf_step, __m256 *acc) {
+    k45_half(true, MR, g, xq, k, nb, h, pf, pf_step, acc);
 }
 
 /* Q6_K in groups (quants.h): dword t of the 64 bytes i < 3 is element
@@ -261,6 +284,9 @@ typedef void (*half_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
 FX_R16_HALF(q4k_half, 1)
 FX_R16_HALF(q4k_half, 2)
 FX_R16_HALF(q4k_half, 4)
+FX_R16_HALF(q5k_half, 1)
+FX_R16_HALF(q5k_half, 2)
+FX_R16_HALF(q5k_half, 4)
 FX_R16_HALF(q6k_half, 1)
 FX_R16_HALF(q6k_half, 2)
 FX_R16_HALF(q6k_half, 4)
@@ -321,6 +347,12 @@ static FX_AVX2 void q4k_range(const fx_mm_job *job, size_t n0, size_t n1,
     range_r16(job, n0, n1, scratch, fns);
 }
 
+static FX_AVX2 void q5k_range(const fx_mm_job *job, size_t n0, size_t n1,
+                              float *scratch) {
+    static const half_fn fns[3] = {q5k_half_1, q5k_half_2, q5k_half_4};
+    range_r16(job, n0, n1, scratch, fns);
+}
+
 static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
     static const half_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
@@ -331,6 +363,7 @@ fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
     if (!fx_cpu_has_avx2()) return NULL;
     switch (t) {
     case FX_WTYPE_Q4_K: return q4k_range;
+    case FX_WTYPE_Q5_K: return q5k_range;
     case FX_WTYPE_Q6_K: return q6k_range;
     default: return NULL;
     }
