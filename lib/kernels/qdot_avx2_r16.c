@@ -269,6 +269,63 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
     }
 }
 
+/* Q4_0 in groups: a unit is 8 blocks of 18 bytes (d, then qs: element
+ * l < 16 the low nibble of byte l, 16 + l the high), so block j starts
+ * at byte 18 j: the even ones on a dword with their quants 2 bytes in,
+ * the odd ones 2 bytes into a dword with their quants on the next.
+ * P = sum (q - 8) qx, the -8 sum qx being FX_XQ_32's nc / 16 (exact). */
+FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
+                                       const uint8_t *const *xq, size_t k,
+                                       size_t nb, int h, const uint8_t *pf,
+                                       size_t pf_step, __m256 *acc) {
+    const __m256i m4 = c8(0x0f0f0f0fu), ones = _mm256_set1_epi16(1);
+    const size_t nbk = k / 32;
+    FX_R16_UNROLL
+    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b += 8) {
+        prefetch_slice(pf, b / 8, pf_step);
+        const size_t off = 18 * b;
+        FX_R16_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const int at = 18 * j, qa = at + 2;
+            const __m256 d = h2f(half_line(g, off + (size_t)(at / 4 * 4), 0, h),
+                                 at % 4 != 0);
+            __m256i q[4];
+            FX_R16_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const size_t o = off + (size_t)((qa + 4 * i) / 4 * 4);
+                q[i] = qa % 4 == 0
+                           ? half_line(g, o, 0, h)
+                           : _mm256_or_si256(
+                                 _mm256_srli_epi32(half_line(g, o, 0, h), 16),
+                                 _mm256_slli_epi32(half_line(g, o, 1, h), 16));
+            }
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++) {
+                const uint8_t *x = xq[r] + 32 * (b + (size_t)j);
+                __m256i s16 = _mm256_setzero_si256();
+                FX_R16_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    s16 = _mm256_add_epi16(
+                        s16, _mm256_maddubs_epi16(_mm256_and_si256(q[i], m4),
+                                                  xdw(x + 4 * i)));
+                    s16 = _mm256_add_epi16(
+                        s16, _mm256_maddubs_epi16(
+                                 _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m4),
+                                 xdw(x + 16 + 4 * i)));
+                }
+                const uint8_t *xs = xq[r] + k + 4 * (b + (size_t)j);
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
+                                                   _mm256_srai_epi32(xdw(xs), 4));
+                const __m256 dx = _mm256_set1_ps(
+                    f32_at(xq[r] + k + 4 * nbk + 4 * (b + (size_t)j)));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
+                                         _mm256_cvtepi32_ps(p), acc[r]);
+            }
+        }
+    }
+}
+
 /* A half group against MR x rows. */
 typedef void (*half_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
                         size_t nb, int h, const uint8_t *pf, size_t pf_step,
@@ -287,6 +344,9 @@ FX_R16_HALF(q4k_half, 4)
 FX_R16_HALF(q5k_half, 1)
 FX_R16_HALF(q5k_half, 2)
 FX_R16_HALF(q5k_half, 4)
+FX_R16_HALF(q40_half, 1)
+FX_R16_HALF(q40_half, 2)
+FX_R16_HALF(q40_half, 4)
 FX_R16_HALF(q6k_half, 1)
 FX_R16_HALF(q6k_half, 2)
 FX_R16_HALF(q6k_half, 4)
@@ -298,8 +358,10 @@ FX_R16_HALF(q6k_half, 4)
  * are one contiguous run, and a thread's tasks follow each other
  * (matmul.c), so the rows past the task are mostly its next one's. */
 static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch, const half_fn fns[3]) {
-    const size_t k = job->k, nb = k / FX_QK_K, rb = job->row_bytes;
+                              float *scratch, const half_fn fns[3],
+                              size_t blk_elems, size_t pf_blocks) {
+    const size_t k = job->k, nb = k / blk_elems, rb = job->row_bytes;
+    const size_t n_pf = nb / pf_blocks; /* prefetch slices: one a unit */
     const size_t r16_end = job->n / 16 * 16;
     size_t ahead = FX_R16_PF_BYTES / (16 * rb);
     ahead = 16 * (ahead < 1 ? 1 : ahead > 8 ? 8 : ahead);
@@ -314,7 +376,7 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
         if (n + ahead < job->n) {
             const size_t bytes = min_sz(16, job->n - n - ahead) * rb;
             pf = job->w + (n + ahead) * rb;
-            pf_half = ((bytes + 2 * nb - 1) / (2 * nb) + 63) & ~(size_t)63;
+            pf_half = ((bytes + 2 * n_pf - 1) / (2 * n_pf) + 63) & ~(size_t)63;
         }
         size_t mr;
         for (size_t m = 0; m < job->m; m += mr) {
@@ -326,7 +388,7 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
             for (int h = 0; h < 2; h++) {
                 __m256 acc[FX_R16_MR];
                 fns[fi](g, xq, k, nb, h,
-                        m ? NULL : pf ? pf + (size_t)h * pf_half * nb : NULL,
+                        m ? NULL : pf ? pf + (size_t)h * pf_half * n_pf : NULL,
                         pf_half, acc);
                 for (size_t r = 0; r < mr; r++)
                     _mm256_storeu_ps(job->y + (m + r) * job->ldy + n + 8 * (size_t)h,
@@ -344,24 +406,31 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
 static FX_AVX2 void q4k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
     static const half_fn fns[3] = {q4k_half_1, q4k_half_2, q4k_half_4};
-    range_r16(job, n0, n1, scratch, fns);
+    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
 static FX_AVX2 void q5k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
     static const half_fn fns[3] = {q5k_half_1, q5k_half_2, q5k_half_4};
-    range_r16(job, n0, n1, scratch, fns);
+    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
+}
+
+static FX_AVX2 void q40_range(const fx_mm_job *job, size_t n0, size_t n1,
+                              float *scratch) {
+    static const half_fn fns[3] = {q40_half_1, q40_half_2, q40_half_4};
+    range_r16(job, n0, n1, scratch, fns, FX_QK32, 8);
 }
 
 static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
     static const half_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
-    range_r16(job, n0, n1, scratch, fns);
+    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
 fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
     if (!fx_cpu_has_avx2()) return NULL;
     switch (t) {
+    case FX_WTYPE_Q4_0: return q40_range;
     case FX_WTYPE_Q4_K: return q4k_range;
     case FX_WTYPE_Q5_K: return q5k_range;
     case FX_WTYPE_Q6_K: return q6k_range;
