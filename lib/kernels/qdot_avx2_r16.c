@@ -30,6 +30,10 @@
 #define FX_R16_PF_BYTES 16384
 #define FX_R16_PF_HINT _MM_HINT_T1
 
+/* Marks v as live in a register here: GCC otherwise turns the chains of
+ * exact int16 sums into trees whose leaves it spills (qdot_avx2_k.c). */
+#define FX_R16_PIN(v) __asm__("" : "+x"(v))
+
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 /* Half h (rows 8h..8h+7) of the group's line t at field offset off. */
@@ -108,37 +112,11 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     for (size_t b = 0; b < nb; b++) {
         prefetch_slice(pf, b, pf_step);
         const size_t off = bb * b;
-        const __m256i h1 = half_line(g, off, 1, h), h2 = half_line(g, off, 2, h);
-        const __m256i h3 = half_line(g, off, 3, h);
-        const __m256i sa = _mm256_and_si256(h1, m6);
-        const __m256i sb = _mm256_or_si256(
-            _mm256_and_si256(h3, m4), _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
-        const __m256i ma = _mm256_and_si256(h2, m6);
-        const __m256i mb = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
-            _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
         __m256i P[FX_R16_MR], M[FX_R16_MR];
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) {
-            P[r] = M[r] = _mm256_setzero_si256();
-        }
-        FX_R16_UNROLL
-        for (int j = 0; j < 8; j++) {
-            /* min j twice as int16 against the bsums of 16 of sub-block j */
-            const __m256i mn = _mm256_shuffle_epi8(j < 4 ? ma : mb,
-                                                   byte_pick(j % 4, 0x80, j % 4, 0x80));
-            FX_R16_UNROLL
-            for (int r = 0; r < MR; r++)
-                M[r] = _mm256_add_epi32(
-                    M[r], _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
-        }
+        for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
         FX_R16_UNROLL
         for (int c = 0; c < 4; c++) {
-            const __m256i s = c < 2 ? sa : sb;
-            const int j = 2 * c % 4;
-            const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
-            const __m256i sh =
-                _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
             __m256i lo[FX_R16_MR], hi[FX_R16_MR];
             FX_R16_UNROLL
             for (int t = 0; t < 8; t++) {
@@ -157,12 +135,45 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                     const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
                     lo[r] = t % run ? _mm256_add_epi16(lo[r], pl) : pl;
                     hi[r] = t % run ? _mm256_add_epi16(hi[r], ph) : ph;
-                    if (t % run == run - 1)
-                        P[r] = _mm256_add_epi32(
-                            P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
-                                                   _mm256_madd_epi16(hi[r], sh)));
+                    FX_R16_PIN(lo[r]);
+                    FX_R16_PIN(hi[r]);
                 }
+                if (t % run != run - 1) continue;
+                /* the scales of sub-blocks 2c, 2c + 1, decoded where they
+                 * are used: at 4 x rows every register holds a sum */
+                const __m256i h1 = half_line(g, off, 1, h);
+                const __m256i s =
+                    c < 2 ? _mm256_and_si256(h1, m6)
+                          : _mm256_or_si256(
+                                _mm256_and_si256(half_line(g, off, 3, h), m4),
+                                _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
+                const int j = 2 * c % 4;
+                const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
+                const __m256i sh =
+                    _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++)
+                    P[r] = _mm256_add_epi32(
+                        P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
+                                               _mm256_madd_epi16(hi[r], sh)));
             }
+        }
+        const __m256i h2 = half_line(g, off, 2, h), h3 = half_line(g, off, 3, h);
+        const __m256i ma = _mm256_and_si256(h2, m6);
+        const __m256i mb = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
+            _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) M[r] = _mm256_setzero_si256();
+        FX_R16_UNROLL
+        for (int j = 0; j < 8; j++) {
+            /* min j twice as int16 against the bsums of 16 of sub-block j */
+            const __m256i mn = _mm256_shuffle_epi8(j < 4 ? ma : mb,
+                                                   byte_pick(j % 4, 0x80, j % 4, 0x80));
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++)
+                M[r] = _mm256_add_epi32(
+                    M[r], _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
         }
         const __m256i h0 = half_line(g, off, 0, h);
         const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
@@ -242,6 +253,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
                             _mm256_maddubs_epi16(q0, xdw(x)),
                             _mm256_maddubs_epi16(q1, xdw(x + 4)));
                         P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(s16, sc));
+                        FX_R16_PIN(P[r]);
                     }
                 }
             }
@@ -313,6 +325,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
                         s16, _mm256_maddubs_epi16(
                                  _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m4),
                                  xdw(x + 16 + 4 * i)));
+                    FX_R16_PIN(s16);
                 }
                 const uint8_t *xs = xq[r] + k + 4 * (b + (size_t)j);
                 const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
