@@ -339,6 +339,69 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     }
 }
 
+/* IQ4_XS in groups: d and scales_h (dword 0), scales_l (dword 1), then
+ * qs from byte 8: sub-block j (32 elements) is bytes 16j..16j+15, element
+ * 32j + l (l < 16) the low nibble of byte 16j + l, 32j + 16 + l the
+ * high, each an index into the signed levels kv. vpmaddubsw takes them
+ * as |w| against x with w's sign; a pair of products reaches 2 * 127 *
+ * 127, so every one goes to int32 at once, times the sub-block's scale
+ * ls - 32 (6 bits: 4 from scales_l, 2 from scales_h). */
+FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
+                                      const uint8_t *const *xq, size_t k,
+                                      size_t nb, int h, const uint8_t *pf,
+                                      size_t pf_step, __m256 *acc) {
+    const __m256i m4 = c8(0x0f0f0f0fu);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
+    FX_R16_UNROLL
+    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        prefetch_slice(pf, b, pf_step);
+        const size_t off = 136 * b;
+        __m256i P[FX_R16_MR];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            /* ls - 32 of sub-block j in both int16 of each dword */
+            const __m256i lo4 = _mm256_and_si256(
+                _mm256_srli_epi32(half_line(g, off, 1, h), 4 * j), c8(0x0f));
+            const __m256i hi2 = _mm256_and_si256(
+                _mm256_srli_epi32(half_line(g, off, 0, h), 16 + 2 * j), c8(0x03));
+            const __m256i ls = _mm256_sub_epi32(
+                _mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), c8(32));
+            const __m256i sc = _mm256_or_si256(_mm256_and_si256(ls, c8(0xffff)),
+                                               _mm256_slli_epi32(ls, 16));
+            FX_R16_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const __m256i v = half_line(g, off + 8 + 16 * (size_t)j, i, h);
+                const __m256i wl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+                const __m256i wh = _mm256_shuffle_epi8(
+                    lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    const uint8_t *x = xq[r] + 256 * b + 32 * (size_t)j + 4 * i;
+                    const __m256i pl = _mm256_maddubs_epi16(
+                        al, _mm256_sign_epi8(xdw(x), wl));
+                    const __m256i ph = _mm256_maddubs_epi16(
+                        ah, _mm256_sign_epi8(xdw(x + 16), wh));
+                    P[r] = _mm256_add_epi32(
+                        P[r], _mm256_add_epi32(_mm256_madd_epi16(pl, sc),
+                                               _mm256_madd_epi16(ph, sc)));
+                    FX_R16_PIN(P[r]);
+                }
+            }
+        }
+        const __m256 d = h2f(half_line(g, off, 0, h), false);
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
+                                     _mm256_cvtepi32_ps(P[r]), acc[r]);
+        }
+    }
+}
+
 /* A half group against MR x rows. */
 typedef void (*half_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
                         size_t nb, int h, const uint8_t *pf, size_t pf_step,
@@ -360,6 +423,9 @@ FX_R16_HALF(q5k_half, 4)
 FX_R16_HALF(q40_half, 1)
 FX_R16_HALF(q40_half, 2)
 FX_R16_HALF(q40_half, 4)
+FX_R16_HALF(xs_half, 1)
+FX_R16_HALF(xs_half, 2)
+FX_R16_HALF(xs_half, 4)
 FX_R16_HALF(q6k_half, 1)
 FX_R16_HALF(q6k_half, 2)
 FX_R16_HALF(q6k_half, 4)
@@ -434,6 +500,12 @@ static FX_AVX2 void q40_range(const fx_mm_job *job, size_t n0, size_t n1,
     range_r16(job, n0, n1, scratch, fns, FX_QK32, 8);
 }
 
+static FX_AVX2 void xs_range(const fx_mm_job *job, size_t n0, size_t n1,
+                             float *scratch) {
+    static const half_fn fns[3] = {xs_half_1, xs_half_2, xs_half_4};
+    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
+}
+
 static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
     static const half_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
@@ -447,6 +519,7 @@ fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
     case FX_WTYPE_Q4_K: return q4k_range;
     case FX_WTYPE_Q5_K: return q5k_range;
     case FX_WTYPE_Q6_K: return q6k_range;
+    case FX_WTYPE_IQ4_XS: return xs_range;
     default: return NULL;
     }
 }
