@@ -99,7 +99,7 @@ FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *pf, size_t b,
  * and 2c + 1; Q5_K's bit 4 of them is bit 2c (2c + 1) of qh byte l. The
  * int16 sums take 8 lines of 4-bit quants, 4 of 5-bit ones. */
 FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
-                                       const uint8_t *g,
+                                       const int NH, const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
@@ -108,98 +108,114 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     const size_t bb = five ? 176 : 144, qs = five ? 48 : 16;
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
-    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         prefetch_slice(pf, b, pf_step);
         const size_t off = bb * b;
         __m256i P[FX_R16_MR], M[FX_R16_MR];
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
+        for (int i = 0; i < NH * MR; i++) P[i] = _mm256_setzero_si256();
         FX_R16_UNROLL
         for (int c = 0; c < 4; c++) {
             __m256i lo[FX_R16_MR], hi[FX_R16_MR];
             FX_R16_UNROLL
             for (int t = 0; t < 8; t++) {
-                const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h);
-                __m256i vl = _mm256_and_si256(v, m4);
-                __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                if (five) {
-                    const __m256i qh = half_line(g, off + 16, t, h);
-                    vl = _mm256_or_si256(vl, _mm256_and_si256(shl16(qh, 4 - 2 * c), b4));
-                    vh = _mm256_or_si256(vh, _mm256_and_si256(shl16(qh, 3 - 2 * c), b4));
-                }
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
-                    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
-                    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
-                    lo[r] = t % run ? _mm256_add_epi16(lo[r], pl) : pl;
-                    hi[r] = t % run ? _mm256_add_epi16(hi[r], ph) : ph;
-                    FX_R16_PIN(lo[r]);
-                    FX_R16_PIN(hi[r]);
+                for (int hh = 0; hh < NH; hh++) {
+                    const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h + hh);
+                    __m256i vl = _mm256_and_si256(v, m4);
+                    __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (five) {
+                        const __m256i qh = half_line(g, off + 16, t, h + hh);
+                        vl = _mm256_or_si256(vl, _mm256_and_si256(shl16(qh, 4 - 2 * c), b4));
+                        vh = _mm256_or_si256(vh, _mm256_and_si256(shl16(qh, 3 - 2 * c), b4));
+                    }
+                    FX_R16_UNROLL
+                    for (int r = 0; r < MR; r++) {
+                        const int i = hh * MR + r;
+                        const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
+                        const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
+                        const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
+                        lo[i] = t % run ? _mm256_add_epi16(lo[i], pl) : pl;
+                        hi[i] = t % run ? _mm256_add_epi16(hi[i], ph) : ph;
+                        FX_R16_PIN(lo[i]);
+                        FX_R16_PIN(hi[i]);
+                    }
                 }
                 if (t % run != run - 1) continue;
-                /* the scales of sub-blocks 2c, 2c + 1, decoded where they
-                 * are used: at 4 x rows every register holds a sum */
-                const __m256i h1 = half_line(g, off, 1, h);
-                const __m256i s =
-                    c < 2 ? _mm256_and_si256(h1, m6)
-                          : _mm256_or_si256(
-                                _mm256_and_si256(half_line(g, off, 3, h), m4),
-                                _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
-                const int j = 2 * c % 4;
-                const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
-                const __m256i sh =
-                    _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++)
-                    P[r] = _mm256_add_epi32(
-                        P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], sl),
-                                               _mm256_madd_epi16(hi[r], sh)));
+                for (int hh = 0; hh < NH; hh++) {
+                    /* the scales of sub-blocks 2c, 2c + 1, decoded where
+                     * they are used: at 4 x rows every register holds a sum */
+                    const __m256i h1 = half_line(g, off, 1, h + hh);
+                    const __m256i s =
+                        c < 2 ? _mm256_and_si256(h1, m6)
+                              : _mm256_or_si256(
+                                    _mm256_and_si256(half_line(g, off, 3, h + hh), m4),
+                                    _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
+                    const int j = 2 * c % 4;
+                    const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
+                    const __m256i sh =
+                        _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+                    FX_R16_UNROLL
+                    for (int r = 0; r < MR; r++) {
+                        const int i = hh * MR + r;
+                        P[i] = _mm256_add_epi32(
+                            P[i], _mm256_add_epi32(_mm256_madd_epi16(lo[i], sl),
+                                                   _mm256_madd_epi16(hi[i], sh)));
+                    }
+                }
             }
         }
-        const __m256i h2 = half_line(g, off, 2, h), h3 = half_line(g, off, 3, h);
-        const __m256i ma = _mm256_and_si256(h2, m6);
-        const __m256i mb = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
-            _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) M[r] = _mm256_setzero_si256();
-        FX_R16_UNROLL
-        for (int j = 0; j < 8; j++) {
-            /* min j twice as int16 against the bsums of 16 of sub-block j */
-            const __m256i mn = _mm256_shuffle_epi8(j < 4 ? ma : mb,
-                                                   byte_pick(j % 4, 0x80, j % 4, 0x80));
+        for (int hh = 0; hh < NH; hh++) {
+            const __m256i h2 = half_line(g, off, 2, h + hh), h3 = half_line(g, off, 3, h + hh);
+            const __m256i ma = _mm256_and_si256(h2, m6);
+            const __m256i mb = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
+                _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
             FX_R16_UNROLL
-            for (int r = 0; r < MR; r++)
-                M[r] = _mm256_add_epi32(
-                    M[r], _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
-        }
-        const __m256i h0 = half_line(g, off, 0, h);
-        const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
-        FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) {
-            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
-                                     _mm256_cvtepi32_ps(P[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx),
-                                      _mm256_cvtepi32_ps(M[r]), acc[r]);
+            for (int r = 0; r < MR; r++) M[hh * MR + r] = _mm256_setzero_si256();
+            FX_R16_UNROLL
+            for (int j = 0; j < 8; j++) {
+                /* min j twice as int16 against the bsums of 16 of sub-block j */
+                const __m256i mn = _mm256_shuffle_epi8(
+                    j < 4 ? ma : mb, byte_pick(j % 4, 0x80, j % 4, 0x80));
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++)
+                    M[hh * MR + r] = _mm256_add_epi32(
+                        M[hh * MR + r],
+                        _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
+            }
+            const __m256i h0 = half_line(g, off, 0, h + hh);
+            const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++) {
+                const int i = hh * MR + r;
+                const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
+                                         _mm256_cvtepi32_ps(P[i]), acc[i]);
+                acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx),
+                                          _mm256_cvtepi32_ps(M[i]), acc[i]);
+            }
         }
     }
 }
 
-FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const uint8_t *g,
+FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const int NH,
+                                       const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
-    k45_half(false, MR, g, xq, k, nb, h, pf, pf_step, acc);
+    k45_half(false, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);
 }
 
-FX_ALWAYS_INLINE FX_AVX2 void q5k_half(const int MR, const uint8_t *g,
+FX_ALWAYS_INLINE FX_AVX2 void q5k_half(const int MR, const int NH,
+                                       const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
-    k45_half(true, MR, g, xq, k, nb, h, pf, pf_step, acc);
+    k45_half(true, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);
 }
 
 /* Q6_K in groups (quants.h): dword t of the 64 bytes i < 3 is element
@@ -402,33 +418,44 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
     }
 }
 
-/* A half group against MR x rows. */
-typedef void (*half_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
-                        size_t nb, int h, const uint8_t *pf, size_t pf_step,
-                        __m256 *acc);
+/* A group (both halves) against MR x rows, acc[hh * MR + r] for half hh.
+ * Q4_K's one-row kernel takes both halves in one pass (they share the x
+ * broadcasts: 10% at one row); elsewhere that spilled, so the halves go
+ * one after the other, the first prefetching the next group's slice for
+ * both. */
+typedef void (*group_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
+                         size_t nb, const uint8_t *pf, size_t pf_step,
+                         __m256 *acc);
 
-#define FX_R16_HALF(NAME, MR)                                                 \
+#define FX_R16_BOTH(NAME, MR)                                                 \
     static FX_AVX2 void NAME##_##MR(const uint8_t *g, const uint8_t *const *xq, \
-                                    size_t k, size_t nb, int h,               \
-                                    const uint8_t *pf, size_t pf_step,        \
-                                    __m256 *acc) {                            \
-        NAME(MR, g, xq, k, nb, h, pf, pf_step, acc);                          \
+                                    size_t k, size_t nb, const uint8_t *pf,   \
+                                    size_t pf_step, __m256 *acc) {            \
+        NAME(MR, 2, g, xq, k, nb, 0, pf, pf_step, acc);                       \
     }
-FX_R16_HALF(q4k_half, 1)
-FX_R16_HALF(q4k_half, 2)
-FX_R16_HALF(q4k_half, 4)
-FX_R16_HALF(q5k_half, 1)
-FX_R16_HALF(q5k_half, 2)
-FX_R16_HALF(q5k_half, 4)
-FX_R16_HALF(q40_half, 1)
-FX_R16_HALF(q40_half, 2)
-FX_R16_HALF(q40_half, 4)
-FX_R16_HALF(xs_half, 1)
-FX_R16_HALF(xs_half, 2)
-FX_R16_HALF(xs_half, 4)
-FX_R16_HALF(q6k_half, 1)
-FX_R16_HALF(q6k_half, 2)
-FX_R16_HALF(q6k_half, 4)
+#define FX_R16_EACH(NAME, MR, ...)                                            \
+    static FX_AVX2 void NAME##_##MR(const uint8_t *g, const uint8_t *const *xq, \
+                                    size_t k, size_t nb, const uint8_t *pf,   \
+                                    size_t pf_step, __m256 *acc) {            \
+        for (int hh = 0; hh < 2; hh++)                                        \
+            NAME(MR, __VA_ARGS__ g, xq, k, nb, hh, hh ? NULL : pf, pf_step,   \
+                 acc + hh * (MR));                                            \
+    }
+FX_R16_BOTH(q4k_half, 1)
+FX_R16_EACH(q4k_half, 2, 1,)
+FX_R16_EACH(q4k_half, 4, 1,)
+FX_R16_EACH(q5k_half, 1, 1,)
+FX_R16_EACH(q5k_half, 2, 1,)
+FX_R16_EACH(q5k_half, 4, 1,)
+FX_R16_EACH(q40_half, 1)
+FX_R16_EACH(q40_half, 2)
+FX_R16_EACH(q40_half, 4)
+FX_R16_EACH(xs_half, 1)
+FX_R16_EACH(xs_half, 2)
+FX_R16_EACH(xs_half, 4)
+FX_R16_EACH(q6k_half, 1)
+FX_R16_EACH(q6k_half, 2)
+FX_R16_EACH(q6k_half, 4)
 
 /* Columns [n0, n1) (n0 at a group) of every x row: whole groups with the
  * half-group kernels, 4, 2 or 1 x rows a pass, the rows after the last
@@ -437,7 +464,7 @@ FX_R16_HALF(q6k_half, 4)
  * are one contiguous run, and a thread's tasks follow each other
  * (matmul.c), so the rows past the task are mostly its next one's. */
 static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch, const half_fn fns[3],
+                              float *scratch, const group_fn fns[3],
                               size_t blk_elems, size_t pf_blocks) {
     const size_t k = job->k, nb = k / blk_elems, rb = job->row_bytes;
     const size_t n_pf = nb / pf_blocks; /* prefetch slices: one a unit */
@@ -451,11 +478,11 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
     size_t n = n0;
     for (; n + 16 <= min_sz(n1, r16_end); n += 16) {
         const uint8_t *g = job->w + n * rb, *pf = NULL;
-        size_t pf_half = 0; /* each half group's slice a block */
+        size_t pf_step = 0; /* a block's (unit's) slice */
         if (n + ahead < job->n) {
             const size_t bytes = min_sz(16, job->n - n - ahead) * rb;
             pf = job->w + (n + ahead) * rb;
-            pf_half = ((bytes + 2 * n_pf - 1) / (2 * n_pf) + 63) & ~(size_t)63;
+            pf_step = ((bytes + n_pf - 1) / n_pf + 63) & ~(size_t)63;
         }
         size_t mr;
         for (size_t m = 0; m < job->m; m += mr) {
@@ -464,15 +491,12 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
             const uint8_t *xq[FX_R16_MR];
             for (size_t r = 0; r < mr; r++)
                 xq[r] = job->xq + (m + r) * job->xq_ld;
-            for (int h = 0; h < 2; h++) {
-                __m256 acc[FX_R16_MR];
-                fns[fi](g, xq, k, nb, h,
-                        m ? NULL : pf ? pf + (size_t)h * pf_half * n_pf : NULL,
-                        pf_half, acc);
+            __m256 acc[2 * FX_R16_MR];
+            fns[fi](g, xq, k, nb, m ? NULL : pf, pf_step, acc);
+            for (size_t hh = 0; hh < 2; hh++)
                 for (size_t r = 0; r < mr; r++)
-                    _mm256_storeu_ps(job->y + (m + r) * job->ldy + n + 8 * (size_t)h,
-                                     acc[r]);
-            }
+                    _mm256_storeu_ps(job->y + (m + r) * job->ldy + n + 8 * hh,
+                                     acc[hh * mr + r]);
         }
     }
     if (n < n1) {
@@ -484,31 +508,31 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
 
 static FX_AVX2 void q4k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
-    static const half_fn fns[3] = {q4k_half_1, q4k_half_2, q4k_half_4};
+    static const group_fn fns[3] = {q4k_half_1, q4k_half_2, q4k_half_4};
     range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
 static FX_AVX2 void q5k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
-    static const half_fn fns[3] = {q5k_half_1, q5k_half_2, q5k_half_4};
+    static const group_fn fns[3] = {q5k_half_1, q5k_half_2, q5k_half_4};
     range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
 static FX_AVX2 void q40_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
-    static const half_fn fns[3] = {q40_half_1, q40_half_2, q40_half_4};
+    static const group_fn fns[3] = {q40_half_1, q40_half_2, q40_half_4};
     range_r16(job, n0, n1, scratch, fns, FX_QK32, 8);
 }
 
 static FX_AVX2 void xs_range(const fx_mm_job *job, size_t n0, size_t n1,
                              float *scratch) {
-    static const half_fn fns[3] = {xs_half_1, xs_half_2, xs_half_4};
+    static const group_fn fns[3] = {xs_half_1, xs_half_2, xs_half_4};
     range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
 static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch) {
-    static const half_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
+    static const group_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
     range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
 }
 
