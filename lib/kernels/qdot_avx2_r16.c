@@ -27,8 +27,12 @@
 
 /* How far ahead a group prefetches the rows of a later one, and how:
  * the same distance as the AVX-512 readers (qdot_avx512.h). */
+#ifndef FX_R16_PF_BYTES
 #define FX_R16_PF_BYTES 16384
+#endif
+#ifndef FX_R16_PF_HINT
 #define FX_R16_PF_HINT _MM_HINT_T1
+#endif
 
 /* Marks v as live in a register here: GCC otherwise turns the chains of
  * exact int16 sums into trees whose leaves it spills (qdot_avx2_k.c). */
