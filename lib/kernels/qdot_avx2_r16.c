@@ -206,21 +206,16 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     }
 }
 
-FX_ALWAYS_INLINE FX_AVX2 void q4k_half(const int MR, const int NH,
-                                       const uint8_t *g,
-                                       const uint8_t *const *xq, size_t k,
-                                       size_t nb, int h, const uint8_t *pf,
-                                       size_t pf_step, __m256 *acc) {
-    k45_half(false, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);
-}
-
-FX_ALWAYS_INLINE FX_AVX2 void q5k_half(const int MR, const int NH,
-                                       const uint8_t *g,
-                                       const uint8_t *const *xq, size_t k,
-                                       size_t nb, int h, const uint8_t *pf,
-                                       size_t pf_step, __m256 *acc) {
-    k45_half(true, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);
-}
+#define FX_R16_K45(NAME, FIVE)                                                \
+    FX_ALWAYS_INLINE FX_AVX2 void NAME(const int MR, const int NH,            \
+                                       const uint8_t *g,                      \
+                                       const uint8_t *const *xq, size_t k,    \
+                                       size_t nb, int h, const uint8_t *pf,   \
+                                       size_t pf_step, __m256 *acc) {         \
+        k45_half(FIVE, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);            \
+    }
+FX_R16_K45(q4k_half, false)
+FX_R16_K45(q5k_half, true)
 
 /* Q6_K in groups (quants.h): dword t of the 64 bytes i < 3 is element
  * dword 16 i + t in its low 6 bits, and element dword 48 + t's bits 2i,
@@ -510,35 +505,20 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
     }
 }
 
-static FX_AVX2 void q4k_range(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch) {
-    static const group_fn fns[3] = {q4k_half_1, q4k_half_2, q4k_half_4};
-    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
-}
-
-static FX_AVX2 void q5k_range(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch) {
-    static const group_fn fns[3] = {q5k_half_1, q5k_half_2, q5k_half_4};
-    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
-}
-
-static FX_AVX2 void q40_range(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch) {
-    static const group_fn fns[3] = {q40_half_1, q40_half_2, q40_half_4};
-    range_r16(job, n0, n1, scratch, fns, FX_QK32, 8);
-}
-
-static FX_AVX2 void xs_range(const fx_mm_job *job, size_t n0, size_t n1,
-                             float *scratch) {
-    static const group_fn fns[3] = {xs_half_1, xs_half_2, xs_half_4};
-    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
-}
-
-static FX_AVX2 void q6k_range(const fx_mm_job *job, size_t n0, size_t n1,
-                              float *scratch) {
-    static const group_fn fns[3] = {q6k_half_1, q6k_half_2, q6k_half_4};
-    range_r16(job, n0, n1, scratch, fns, FX_QK_K, 1);
-}
+/* A type's range function: its three group kernels, its block size and
+ * blocks per prefetch slice (a unit: 8 for the 32-element types). */
+#define FX_R16_RANGE(NAME, BLK, UNIT)                                         \
+    static FX_AVX2 void NAME##_range(const fx_mm_job *job, size_t n0,         \
+                                     size_t n1, float *scratch) {             \
+        static const group_fn fns[3] = {NAME##_half_1, NAME##_half_2,         \
+                                        NAME##_half_4};                       \
+        range_r16(job, n0, n1, scratch, fns, BLK, UNIT);                      \
+    }
+FX_R16_RANGE(q4k, FX_QK_K, 1)
+FX_R16_RANGE(q5k, FX_QK_K, 1)
+FX_R16_RANGE(q40, FX_QK32, 8)
+FX_R16_RANGE(xs, FX_QK_K, 1)
+FX_R16_RANGE(q6k, FX_QK_K, 1)
 
 fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
     if (!fx_cpu_has_avx2()) return NULL;
