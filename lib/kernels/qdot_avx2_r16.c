@@ -1,5 +1,6 @@
 /*
- * AVX2 kernels of Q4_K and Q6_K in 16-row groups (FX_WTYPE_QR16, quants.h):
+ * AVX2 kernels of Q4_K, Q5_K, Q6_K, Q4_0 and IQ4_XS in 16-row groups
+ * (FX_WTYPE_QR16, quants.h):
  * a group's 64-byte line holds one dword of each of 16 rows, so its two
  * 32-byte halves give rows 0-7 and 8-15 one 32-bit lane each. A dword of
  * quants meets the x dword it needs broadcast (vpmaddubsw, then int16
@@ -8,10 +9,11 @@
  * rows an instruction. On GGUF rows (qdot_avx2_k.c) those per-row steps,
  * not memory, set the speed at one x row.
  *
- * int16 bounds: |qx| <= 127 (the FX_XQ_256 rule), so a vpmaddubsw pair is
+ * int16 bounds: |qx| <= 127 (the FX_XQ_* rules), so a vpmaddubsw pair is
  * at most 2 * 15 * 127 = 3810 for 4-bit quants (8 of them, a sub-block of
- * 32, sum to 30480) and 2 * 63 * 127 = 16002 for Q6_K's 6-bit ones (two
- * sum to 32004): no saturation anywhere, so the sums are exact.
+ * 32, sum to 30480), 7874 for 5-bit ones (4 sum) and 2 * 63 * 127 = 16002
+ * for Q6_K's 6-bit ones (two sum to 32004): no saturation anywhere, so
+ * the sums are exact. IQ4_XS's signed levels take each pair to int32.
  *
  * Up to 4 x rows share a pass over a half group (the quants unpacked once
  * for them); the next pass finds the group (16 rows x K) in L1 or L2.
@@ -206,13 +208,13 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     }
 }
 
+/* One half at a time (Q4_K at one x row takes both: q4k_half_1). */
 #define FX_R16_K45(NAME, FIVE)                                                \
-    FX_ALWAYS_INLINE FX_AVX2 void NAME(const int MR, const int NH,            \
-                                       const uint8_t *g,                      \
+    FX_ALWAYS_INLINE FX_AVX2 void NAME(const int MR, const uint8_t *g,        \
                                        const uint8_t *const *xq, size_t k,    \
                                        size_t nb, int h, const uint8_t *pf,   \
                                        size_t pf_step, __m256 *acc) {         \
-        k45_half(FIVE, MR, NH, g, xq, k, nb, h, pf, pf_step, acc);            \
+        k45_half(FIVE, MR, 1, g, xq, k, nb, h, pf, pf_step, acc);             \
     }
 FX_R16_K45(q4k_half, false)
 FX_R16_K45(q5k_half, true)
@@ -426,26 +428,24 @@ typedef void (*group_fn)(const uint8_t *g, const uint8_t *const *xq, size_t k,
                          size_t nb, const uint8_t *pf, size_t pf_step,
                          __m256 *acc);
 
-#define FX_R16_BOTH(NAME, MR)                                                 \
-    static FX_AVX2 void NAME##_##MR(const uint8_t *g, const uint8_t *const *xq, \
-                                    size_t k, size_t nb, const uint8_t *pf,   \
-                                    size_t pf_step, __m256 *acc) {            \
-        NAME(MR, 2, g, xq, k, nb, 0, pf, pf_step, acc);                       \
-    }
-#define FX_R16_EACH(NAME, MR, ...)                                            \
+static FX_AVX2 void q4k_half_1(const uint8_t *g, const uint8_t *const *xq,
+                               size_t k, size_t nb, const uint8_t *pf,
+                               size_t pf_step, __m256 *acc) {
+    k45_half(false, 1, 2, g, xq, k, nb, 0, pf, pf_step, acc);
+}
+#define FX_R16_EACH(NAME, MR)                                                 \
     static FX_AVX2 void NAME##_##MR(const uint8_t *g, const uint8_t *const *xq, \
                                     size_t k, size_t nb, const uint8_t *pf,   \
                                     size_t pf_step, __m256 *acc) {            \
         for (int hh = 0; hh < 2; hh++)                                        \
-            NAME(MR, __VA_ARGS__ g, xq, k, nb, hh, hh ? NULL : pf, pf_step,   \
+            NAME(MR, g, xq, k, nb, hh, hh ? NULL : pf, pf_step,               \
                  acc + hh * (MR));                                            \
     }
-FX_R16_BOTH(q4k_half, 1)
-FX_R16_EACH(q4k_half, 2, 1,)
-FX_R16_EACH(q4k_half, 4, 1,)
-FX_R16_EACH(q5k_half, 1, 1,)
-FX_R16_EACH(q5k_half, 2, 1,)
-FX_R16_EACH(q5k_half, 4, 1,)
+FX_R16_EACH(q4k_half, 2)
+FX_R16_EACH(q4k_half, 4)
+FX_R16_EACH(q5k_half, 1)
+FX_R16_EACH(q5k_half, 2)
+FX_R16_EACH(q5k_half, 4)
 FX_R16_EACH(q40_half, 1)
 FX_R16_EACH(q40_half, 2)
 FX_R16_EACH(q40_half, 4)
