@@ -507,6 +507,41 @@ void fx_matmul_prefetch(fx_kernels *kc, size_t m, size_t k,
     }
 }
 
+/* x's quantization for the integer types, rows r0..r0+rows-1 of a chunk
+ * into each format its ld is set for. Each row is quantized on its own,
+ * so which thread does which rows cannot change a bit. */
+typedef struct xq_job {
+    const fx_kernels *kc;
+    const float *x;
+    size_t ldx, m, k;
+    uint8_t *buf32, *buf256; /* FX_XQ_32 and FX_XQ_256 quants */
+    size_t ld32, ld256;      /* their row strides; 0: not needed */
+} xq_job;
+
+static void quantize_rows(const xq_job *j, size_t r0, size_t rows) {
+    const float *x = j->x + r0 * j->ldx;
+    if (j->ld32)
+        j->kc->quantize(x, j->ldx, rows, j->k, j->buf32 + r0 * j->ld32, j->ld32);
+    if (j->ld256)
+        j->kc->quantize256(x, j->ldx, rows, j->k, j->buf256 + r0 * j->ld256,
+                           j->ld256);
+}
+
+/* From this many x rows on the quantization is a pool run of its own
+ * (below, the run costs about what it saves):
+ * at a 128-token prompt it was a serial pass over 128 K to 360 K floats
+ * before every matmul, which the other threads waited through. */
+#define FX_XQ_PARALLEL_M 64
+#define FX_XQ_TASK_ROWS 4
+
+static void xq_task(void *ctx, size_t task, unsigned thread) {
+    const xq_job *j = ctx;
+    (void)thread;
+    const size_t r0 = task * FX_XQ_TASK_ROWS;
+    const size_t rows = j->m - r0 < FX_XQ_TASK_ROWS ? j->m - r0 : FX_XQ_TASK_ROWS;
+    quantize_rows(j, r0, rows);
+}
+
 fx_status fx_matmul(fx_kernels *kc, const float *x, size_t ldx, size_t m,
                     const void *w, fx_wtype wtype, size_t n, size_t k,
                     float *y, size_t ldy, unsigned flags) {
@@ -608,12 +643,17 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
     for (size_t j = 0; j < run.n_jobs; j++) y0[j] = run.jobs[j].y;
     for (size_t m0 = 0; m0 < m; m0 += chunk) {
         const size_t mc = m - m0 < chunk ? m - m0 : chunk;
-        if (xq_ld[FX_XQ_32])
-            kc->quantize(x + m0 * ldx, ldx, mc, k, buf[FX_XQ_32],
-                         xq_ld[FX_XQ_32]);
-        if (xq_ld[FX_XQ_256])
-            kc->quantize256(x + m0 * ldx, ldx, mc, k, buf[FX_XQ_256],
-                            xq_ld[FX_XQ_256]);
+        xq_job xj = {kc, x + m0 * ldx, ldx, mc, k,
+                     buf[FX_XQ_32], buf[FX_XQ_256],
+                     xq_ld[FX_XQ_32], xq_ld[FX_XQ_256]};
+        if (mc >= FX_XQ_PARALLEL_M && threads > 1) {
+            fx_status st = fx_pool_run(
+                kc->pool, xq_task, &xj,
+                (mc + FX_XQ_TASK_ROWS - 1) / FX_XQ_TASK_ROWS);
+            if (st != FX_OK) return st;
+        } else {
+            quantize_rows(&xj, 0, mc);
+        }
         for (size_t j = 0; j < run.n_jobs; j++) {
             fx_mm_job *job = &run.jobs[j];
             job->m = mc;
