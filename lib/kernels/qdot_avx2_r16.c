@@ -89,12 +89,25 @@ FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
  * them; more would not keep their sums in the 16 registers. */
 #define FX_R16_MR 4
 
-/* The block's prefetch slice (a later group's rows, see range_r16). */
-FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *pf, size_t b,
-                                             size_t pf_step) {
-    if (!pf) return;
-    for (size_t o = 0; o < pf_step; o += 64)
-        _mm_prefetch((const char *)pf + b * pf_step + o, FX_R16_PF_HINT);
+/* Piece i of a block's prefetch slice (a later group's rows, see
+ * range_r16). At one x row, where the loop streams from memory, a piece
+ * a step of the block's loop, as in qdot_avx512_r16.c: the whole slice
+ * at the block's start fills the core's miss queue ahead of its loads.
+ * At more rows the loop is bound by its arithmetic, and the per-step
+ * prefetch cost more than it gave: there (and in Q6_K's, whose unrolled
+ * sums lose registers to it) the whole slice goes at the start. */
+FX_ALWAYS_INLINE FX_AVX2 void prefetch_piece(const uint8_t *slice,
+                                             size_t pf_step, size_t piece,
+                                             int i) {
+    if (!slice) return;
+    const size_t end = ((size_t)i + 1) * piece;
+    for (size_t o = (size_t)i * piece; o < end && o < pf_step; o += 64)
+        _mm_prefetch((const char *)slice + o, FX_R16_PF_HINT);
+}
+
+/* Bytes a piece for a slice cut into n pieces: whole lines. */
+static size_t piece_bytes(size_t pf_step, size_t n) {
+    return ((pf_step + n - 1) / n + 63) & ~(size_t)63;
 }
 
 /* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
@@ -115,8 +128,10 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
+    const size_t piece = piece_bytes(pf_step, 32);
     for (size_t b = 0; b < nb; b++) {
-        prefetch_slice(pf, b, pf_step);
+        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
+        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = bb * b;
         __m256i P[FX_R16_MR], M[FX_R16_MR];
         FX_R16_UNROLL
@@ -126,6 +141,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
             __m256i lo[FX_R16_MR], hi[FX_R16_MR];
             FX_R16_UNROLL
             for (int t = 0; t < 8; t++) {
+                if (MR == 1) prefetch_piece(slice, pf_step, piece, 8 * c + t);
                 FX_R16_UNROLL
                 for (int hh = 0; hh < NH; hh++) {
                     const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h + hh);
@@ -243,7 +259,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        prefetch_slice(pf, b, pf_step);
+        prefetch_piece(pf ? pf + b * pf_step : NULL, pf_step, pf_step, 0);
         const size_t off = 210 * b;
         __m256i P[FX_R16_MR], C[FX_R16_MR];
         FX_R16_UNROLL
@@ -311,11 +327,14 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     const size_t nbk = k / 32;
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    const size_t piece = piece_bytes(pf_step, 8);
     for (size_t b = 0; b < nb; b += 8) {
-        prefetch_slice(pf, b / 8, pf_step);
+        const uint8_t *slice = pf ? pf + b / 8 * pf_step : NULL;
+        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = 18 * b;
         FX_R16_UNROLL
         for (int j = 0; j < 8; j++) {
+            if (MR == 1) prefetch_piece(slice, pf_step, piece, j);
             const int at = 18 * j, qa = at + 2;
             const __m256 d = h2f(half_line(g, off + (size_t)(at / 4 * 4), 0, h),
                                  at % 4 != 0);
@@ -372,13 +391,16 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
         _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    const size_t piece = piece_bytes(pf_step, 8);
     for (size_t b = 0; b < nb; b++) {
-        prefetch_slice(pf, b, pf_step);
+        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
+        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = 136 * b;
         __m256i P[FX_R16_MR];
         FX_R16_UNROLL
         for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
+            if (MR == 1) prefetch_piece(slice, pf_step, piece, j);
             /* ls - 32 of sub-block j in both int16 of each dword */
             const __m256i lo4 = _mm256_and_si256(
                 _mm256_srli_epi32(half_line(g, off, 1, h), 4 * j), c8(0x0f));
