@@ -527,10 +527,10 @@ static void quantize_rows(const xq_job *j, size_t r0, size_t rows) {
                            j->ld256);
 }
 
-/* From this many x rows on the quantization is a pool run of its own
- * (below, the run costs about what it saves):
- * at a 128-token prompt it was a serial pass over 128 K to 360 K floats
- * before every matmul, which the other threads waited through. */
+/* From this many x rows on the quantization is a pool run of its own: at
+ * a 128-token prompt it was a serial pass over 128 K to 360 K floats
+ * before every matmul, which the other threads waited through. Below,
+ * the run costs about what it saves. */
 #define FX_XQ_PARALLEL_M 64
 #define FX_XQ_TASK_ROWS 4
 

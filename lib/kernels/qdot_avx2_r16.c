@@ -90,12 +90,11 @@ FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
 #define FX_R16_MR 4
 
 /* Piece i of a block's prefetch slice (a later group's rows, see
- * range_r16). At one x row, where the loop streams from memory, a piece
- * a step of the block's loop, as in qdot_avx512_r16.c: the whole slice
- * at the block's start fills the core's miss queue ahead of its loads.
- * At more rows the loop is bound by its arithmetic, and the per-step
- * prefetch cost more than it gave: there (and in Q6_K's, whose unrolled
- * sums lose registers to it) the whole slice goes at the start. */
+ * range_r16; fx_qr16_pf_piece). At one x row, where the loop streams
+ * from memory, a piece a step of the block's loop. At more rows the loop
+ * is bound by its arithmetic and the per-step prefetch cost more than it
+ * gave: there (and in Q6_K's, whose unrolled sums lose registers to it)
+ * the whole slice goes at the block's start (piece = pf_step, i = 0). */
 FX_ALWAYS_INLINE FX_AVX2 void prefetch_piece(const uint8_t *slice,
                                              size_t pf_step, size_t piece,
                                              int i) {
@@ -103,11 +102,6 @@ FX_ALWAYS_INLINE FX_AVX2 void prefetch_piece(const uint8_t *slice,
     const size_t end = ((size_t)i + 1) * piece;
     for (size_t o = (size_t)i * piece; o < end && o < pf_step; o += 64)
         _mm_prefetch((const char *)slice + o, FX_R16_PF_HINT);
-}
-
-/* Bytes a piece for a slice cut into n pieces: whole lines. */
-static size_t piece_bytes(size_t pf_step, size_t n) {
-    return ((pf_step + n - 1) / n + 63) & ~(size_t)63;
 }
 
 /* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
@@ -128,7 +122,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
-    const size_t piece = piece_bytes(pf_step, 32);
+    const size_t piece = fx_qr16_pf_piece(pf_step, 32);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
@@ -327,7 +321,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     const size_t nbk = k / 32;
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
-    const size_t piece = piece_bytes(pf_step, 8);
+    const size_t piece = fx_qr16_pf_piece(pf_step, 8);
     for (size_t b = 0; b < nb; b += 8) {
         const uint8_t *slice = pf ? pf + b / 8 * pf_step : NULL;
         if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
@@ -391,7 +385,7 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
         _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
-    const size_t piece = piece_bytes(pf_step, 8);
+    const size_t piece = fx_qr16_pf_piece(pf_step, 8);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);

@@ -28,20 +28,13 @@ FX_QINLINE FX_QV __m512i xdw(const uint8_t *p) {
 }
 
 /* Piece i of a block's prefetch slice (pf_step bytes at slice; piece
- * bytes a piece). The loops issue one piece a step, not the whole slice
- * at a block's start: a burst of 36-53 prefetches fills the core's miss
- * queue and the block's own loads wait behind it. */
+ * bytes a piece, fx_qr16_pf_piece), one a step of the block's loop. */
 FX_QINLINE FX_QV void prefetch_piece(const uint8_t *slice, size_t pf_step,
                                      size_t piece, int i) {
     if (!slice) return;
     const size_t end = ((size_t)i + 1) * piece;
     for (size_t o = (size_t)i * piece; o < end && o < pf_step; o += 64)
         _mm_prefetch((const char *)slice + o, FX_QPF_HINT);
-}
-
-/* Bytes a piece for a slice cut into n pieces: whole lines. */
-static inline size_t piece_bytes(size_t pf_step, size_t n) {
-    return ((pf_step + n - 1) / n + 63) & ~(size_t)63;
 }
 
 /* Q4_K and Q5_K: a block is d, dmin (dword 0), 12 bytes of 6-bit scales
@@ -61,7 +54,7 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
         pair[j] = byte_pick(j, 0x80, j, 0x80);
     }
     __m512 acc = _mm512_setzero_ps();
-    const size_t piece = piece_bytes(pf_step, 32);
+    const size_t piece = fx_qr16_pf_piece(pf_step, 32);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         const size_t off = b * bb;
@@ -149,7 +142,7 @@ static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     pair[0] = byte_pick(0x80, 0, 0x80, 1);
     pair[1] = byte_pick(0x80, 2, 0x80, 3);
     __m512 acc = _mm512_setzero_ps();
-    const size_t piece = piece_bytes(pf_step, 16);
+    const size_t piece = fx_qr16_pf_piece(pf_step, 16);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         const size_t off = b * 210;

@@ -245,6 +245,15 @@ void fx_qr16_row(void *row, const void *w, fx_wtype t, size_t n, size_t k,
 void fx_qr16_range_rows(const fx_mm_job *job, size_t n0, size_t n1,
                         float *scratch);
 
+/* The one-row group kernels prefetch a later group while they read one:
+ * a slice of pf_step bytes a block, issued in n pieces spread over the
+ * block's loop, not all at its start (a burst of 36-53 prefetches fills
+ * the core's miss queue and the block's own loads wait behind it). Bytes
+ * a piece, whole lines. */
+static inline size_t fx_qr16_pf_piece(size_t pf_step, size_t n) {
+    return ((pf_step + n - 1) / n + 63) & ~(size_t)63;
+}
+
 /* Each ISA's kernel table: the matmul range of type t on job->xq (in
  * fx_qtype_of(t)->xq's format), or NULL where that ISA has no kernel for
  * it (matmul.c then takes the next ISA down; the portable table has them
