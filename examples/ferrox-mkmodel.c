@@ -2,8 +2,9 @@
  * ferrox-mkmodel: writes a GGUF model with deterministic random weights, so
  * tests and benchmarks need no download.
  *
- *   ferrox-mkmodel [--arch llama|qwen2] [--dim N] [--layers N] [--heads N]
- *                  [--kv-heads N] [--ffn N] [--ctx N]
+ *   ferrox-mkmodel [--arch llama|qwen2|qwen3] [--dim N] [--layers N]
+ *                  [--heads N] [--kv-heads N] [--head-dim N] [--ffn N]
+ *                  [--ctx N]
  *                  [--type TYPE [--pure]] [--seed S] [--tied]
  *                  [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf
  *
@@ -34,14 +35,17 @@
 
 static int usage(FILE *f) {
     fprintf(f,
-            "usage: ferrox-mkmodel [--arch llama|qwen2] [--dim N] [--layers N]\n"
-            "         [--heads N] [--kv-heads N] [--ffn N] [--ctx N]\n"
+            "usage: ferrox-mkmodel [--arch llama|qwen2|qwen3] [--dim N]\n"
+            "         [--layers N] [--heads N] [--kv-heads N] [--head-dim N]\n"
+            "         [--ffn N] [--ctx N]\n"
             "         [--type TYPE [--pure]] [--seed S] [--tied]\n"
             "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n"
             "Writes a model with deterministic random weights; the same\n"
             "arguments give the same file. TYPE: f32 (default), f16, bf16,\n"
             "q8_0, or any type of ferrox-quantize (q4_0 ... Q4_K_M ...): the\n"
-            "f32 model converted as ferrox-quantize converts it.\n");
+            "f32 model converted as ferrox-quantize converts it. --head-dim\n"
+            "writes attention.key_length (heads wider or narrower than\n"
+            "dim / heads, as Qwen3's 128 at dim 1024 and 16 heads).\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
@@ -125,6 +129,7 @@ int main(int argc, char **argv) {
         else if (cli_is(&c, "--layers")) num = &spec.n_layer;
         else if (cli_is(&c, "--heads")) num = &spec.n_head;
         else if (cli_is(&c, "--kv-heads")) num = &spec.n_head_kv, kv_heads_set = 1;
+        else if (cli_is(&c, "--head-dim")) num = &spec.head_dim;
         else if (cli_is(&c, "--ffn")) num = &spec.n_ff;
         else if (cli_is(&c, "--ctx")) num = &spec.n_ctx;
         else if (cli_is(&c, "--vocab")) num = &spec.n_vocab;
@@ -133,8 +138,10 @@ int main(int argc, char **argv) {
         if (bad) return CLI_USAGE;
     }
     if (!out) return cli_usage_error(&c, "-o OUT.gguf is required");
-    if (strcmp(spec.arch, "llama") != 0 && strcmp(spec.arch, "qwen2") != 0)
-        return cli_usage_error(&c, "--arch: '%s' is not llama or qwen2", spec.arch);
+    if (strcmp(spec.arch, "llama") != 0 && strcmp(spec.arch, "qwen2") != 0 &&
+        strcmp(spec.arch, "qwen3") != 0)
+        return cli_usage_error(&c, "--arch: '%s' is not llama, qwen2 or qwen3",
+                               spec.arch);
     /* The types the writer makes itself; the others by quantizing. */
     const qr_preset *preset = NULL;
     if (strcasecmp(type, "f32") == 0) spec.type = 0;
@@ -148,11 +155,16 @@ int main(int argc, char **argv) {
     if (pure && !preset)
         return cli_usage_error(&c, "--pure needs a quantized --type other than q8_0");
     if (!kv_heads_set) spec.n_head_kv = spec.n_head;
-    if (spec.n_embd % spec.n_head != 0 || spec.n_head % spec.n_head_kv != 0 ||
-        (spec.type == 8 && (spec.n_embd % 32 != 0 || spec.n_ff % 32 != 0))) {
-        return cli_usage_error(&c, "dim must divide into heads, heads into "
-                                   "kv-heads, and q8_0 needs dim and ffn "
-                                   "multiples of 32");
+    const uint32_t hd = spec.head_dim ? spec.head_dim : spec.n_embd / spec.n_head;
+    if ((!spec.head_dim && spec.n_embd % spec.n_head != 0) ||
+        spec.n_head % spec.n_head_kv != 0 || hd % 2 != 0 ||
+        (spec.type == 8 && (spec.n_embd % 32 != 0 || spec.n_ff % 32 != 0 ||
+                            (uint64_t)spec.n_head * hd % 32 != 0))) {
+        return cli_usage_error(&c, "dim must divide into heads (unless "
+                                   "--head-dim), heads into kv-heads, the "
+                                   "head size must be even, and q8_0 needs "
+                                   "dim, ffn and heads x head size multiples "
+                                   "of 32");
     }
 
     vocab_source src = {NULL};

@@ -116,6 +116,21 @@ fx_cli_case(mkmodel_type ferrox-mkmodel 2
   ARGS --type|q4|-o|x.gguf ERR "--type: 'q4' is not f32, f16, bf16, q8_0 or a type of ferrox-quantize")
 fx_cli_case(mkmodel_pure_float ferrox-mkmodel 2
   ARGS --type|f16|--pure|-o|x.gguf ERR "--pure needs a quantized --type")
+fx_cli_case(mkmodel_arch ferrox-mkmodel 2
+  ARGS --arch|gemma|-o|x.gguf ERR "--arch: 'gemma' is not llama, qwen2 or qwen3")
+# Qwen3: a norm per query and key head, heads (64) wider than dim / heads
+# (32); quantized, it loads and generates.
+fx_cli_case(mkmodel_qwen3 ferrox-mkmodel 0
+  ARGS --arch|qwen3|--dim|64|--layers|1|--heads|2|--kv-heads|1|--head-dim|64|--ffn|96|--vocab|300|--type|Q4_K_M|-o|tiny-qwen3.gguf
+  ERR "blk.0.attn_q_norm.weight
+([^
+]*
+)*ferrox-mkmodel: wrote tiny-qwen3.gguf
+$")
+fx_cli_case(run_qwen3 ferrox-run 0
+  ARGS --model|tiny-qwen3.gguf|--prompt|Once|--max-tokens|4
+  ERR "^ferrox-run: finish (length|eos), [0-9]+ prompt tokens [(]0 cached[)], [1-4] generated")
+set_tests_properties(cli_run_qwen3 PROPERTIES DEPENDS cli_mkmodel_qwen3)
 # A preset: generated in f32, then converted as ferrox-quantize does.
 fx_cli_case(mkmodel_preset ferrox-mkmodel 0
   ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|--type|q4_0|-o|tiny-q4_0.gguf

@@ -160,9 +160,24 @@ static void ref_rmsnorm(double *out, const double *x, const float *w,
     for (uint32_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
 }
 
+/* Qwen3's norm of each head, its weights found in the file by name (not
+ * through the library's binding). */
+static void ref_head_norms(const harness *h, const char *which, uint32_t layer,
+                           double *v, uint32_t n_heads) {
+    char name[64];
+    snprintf(name, sizeof name, "blk.%u.attn_%s_norm.weight", layer, which);
+    const fx_gguf_tensor *t = fx_gguf_find_tensor(h->g, name);
+    assert_non_null(t);
+    const float *w = (const float *)(const void *)t->data;
+    for (uint32_t hh = 0; hh < n_heads; hh++) {
+        double *x = v + (size_t)hh * h->hp.head_dim;
+        ref_rmsnorm(x, x, w, h->hp.head_dim, h->hp.rms_norm_eps);
+    }
+}
+
 static void ref_rope(double *v, uint32_t n_heads, const fx_hparams *hp,
                      uint32_t pos) {
-    int neox = hp->arch == FX_ARCH_QWEN2;
+    int neox = hp->arch == FX_ARCH_QWEN2 || hp->arch == FX_ARCH_QWEN3;
     for (uint32_t h = 0; h < n_heads; h++) {
         double *x = v + (size_t)h * hp->head_dim;
         for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
@@ -204,6 +219,10 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
                 for (uint32_t i = 0; i < qd; i++) q[i] += lw->bq[i];
                 for (uint32_t i = 0; i < kvd; i++) kl[i] += lw->bk[i];
                 for (uint32_t i = 0; i < kvd; i++) vl[i] += lw->bv[i];
+            }
+            if (hp->arch == FX_ARCH_QWEN3) {
+                ref_head_norms(h, "q", l, q, hp->n_head);
+                ref_head_norms(h, "k", l, kl, hp->n_head_kv);
             }
             ref_rope(q, hp->n_head, hp, p);
             ref_rope(kl, hp->n_head_kv, hp, p);
@@ -266,13 +285,16 @@ static void random_tokens(int32_t *t, uint32_t n, uint32_t vocab, uint64_t seed)
 
 static void test_against_reference(void **state) {
     (void)state;
-    const char *arches[] = {"llama", "qwen2"};
+    const char *arches[] = {"llama", "qwen2", "qwen3"};
     uint32_t types[] = {0, 1, 30, 8};
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < 3; a++) {
         for (int ty = 0; ty < 4; ty++) {
             gw_model_spec spec;
             gw_model_spec_default(&spec);
             spec.arch = arches[a];
+            /* Qwen3's heads are wider than n_embd / n_head (128 against
+             * 64 in Qwen3-0.6B): 24 against 16 here. */
+            if (a == 2) spec.head_dim = 24;
             spec.type = types[ty];
             spec.tied = ty == 1;
             spec.seed = 7 + (uint64_t)ty;
@@ -374,7 +396,9 @@ static void test_batch_invariance(void **state) {
         gw_model_spec spec;
         gw_model_spec_default(&spec);
         spec.type = types[ty];
-        spec.arch = ty % 2 ? "qwen2" : "llama";
+        const char *arch_of[] = {"llama", "qwen2", "qwen3", "qwen3"};
+        spec.arch = arch_of[ty];
+        if (ty >= 2) spec.head_dim = 24;
         enum { N = 20 };
         int32_t target[N];
         float *solo = NULL;
@@ -511,7 +535,8 @@ static void test_isa_invariance(void **state) {
     const fx_isa allisas[] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
     /* n_embd, n_head, n_head_kv, n_vocab; 0: the default (64, 4, 2, 64).
      * An odd n_vocab gives the output matrix an odd N: repacked to R16
-     * all the same, with a short last tile (67 = 4 * 16 + 3). */
+     * all the same, with a short last tile (67 = 4 * 16 + 3). The last
+     * shape is a Qwen3 with heads of 32 (q_dim 128 from n_embd 96). */
     const uint32_t shapes[][4] = {{0, 0, 0, 0},    {288, 8, 4, 0},
                                   {288, 6, 2, 67}, {288, 12, 2, 0},
                                   {96, 4, 4, 101}};
@@ -525,7 +550,8 @@ static void test_isa_invariance(void **state) {
                 spec.n_embd = shapes[shape][0];
                 spec.n_head = shapes[shape][1];
                 spec.n_head_kv = shapes[shape][2];
-                spec.arch = shape % 2 ? "qwen2" : "llama";
+                spec.arch = shape % 2 ? "qwen2" : shape == 4 ? "qwen3" : "llama";
+                if (shape == 4) spec.head_dim = 32;
                 if (shapes[shape][3]) spec.n_vocab = shapes[shape][3];
             }
             enum { N = 23 };

@@ -148,6 +148,61 @@ static void test_bad_hparams(void **state) {
     assert_int_equal(hp.n_vocab, 64);
 }
 
+/* Qwen3: heads of attention.key_length (wider than n_embd / n_head here,
+ * as in the real models), a norm per query and key head; the keys and
+ * tensors that make it are checked like the others (A12). */
+static void test_qwen3(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+    gw_model_spec_default(&spec);
+    spec.arch = "qwen3";
+    spec.head_dim = 24;
+    if (load_spec(&spec, &hp, msg) != FX_OK) fail_msg("qwen3: %s", msg);
+    assert_int_equal(hp.arch, FX_ARCH_QWEN3);
+    assert_int_equal(hp.head_dim, 24);
+    assert_int_equal(hp.n_rot, 24);
+    assert_int_equal(hp.n_embd, 64);
+
+    const char *norms[] = {"blk.1.attn_q_norm.weight", "blk.0.attn_k_norm.weight"};
+    for (int i = 0; i < 2; i++) {
+        spec.skip_tensor = norms[i];
+        assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+        assert_non_null(strstr(msg, norms[i]));
+        spec.skip_tensor = NULL;
+        spec.bad_shape_tensor = norms[i];
+        assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+        assert_non_null(strstr(msg, norms[i]));
+        spec.bad_shape_tensor = NULL;
+    }
+
+    /* Values of another width than the keys: one head_dim serves both. */
+    const char *value48[] = {"qwen3.attention.value_length", "48"};
+    spec.skip_key = "qwen3.attention.value_length";
+    spec.extra_kv = arch_override;
+    spec.extra_user = (void *)value48;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "value_length"));
+
+    /* A value width without a key width. */
+    const char *value24[] = {"qwen3.attention.value_length", "24"};
+    gw_model_spec_default(&spec);
+    spec.arch = "qwen3";
+    spec.extra_kv = arch_override;
+    spec.extra_user = (void *)value24;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+
+    /* Heads too wide to be real, and an odd one RoPE cannot rotate. */
+    const char *wide[] = {"qwen3.attention.key_length", "5000"};
+    spec.extra_user = (void *)wide;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+    assert_non_null(strstr(msg, "head_dim"));
+    const char *odd[] = {"qwen3.attention.key_length", "23"};
+    spec.extra_user = (void *)odd;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+}
+
 static void test_unsupported(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -165,6 +220,7 @@ int main(void) {
         cmocka_unit_test(test_missing_tensors),
         cmocka_unit_test(test_wrong_shapes),
         cmocka_unit_test(test_bad_hparams),
+        cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);

@@ -3,8 +3,8 @@
 #
 #   tools/greedy-vs-llamacpp.sh LLAMA_DIR MODEL...
 #
-# LLAMA_DIR is a llama.cpp source checkout built in LLAMA_DIR/build (the
-# reference, never a dependency of ferrox). Environment: FERROX_BUILD
+# LLAMA_DIR is a llama.cpp (or ik_llama.cpp) source checkout built in
+# LLAMA_DIR/build (the reference, never a dependency of ferrox). Environment: FERROX_BUILD
 # (default ./build), N_TOKENS (default 64), PROMPT, FX_THREADS (default 2).
 # For each model, ferrox-run tokenizes PROMPT and decodes greedily; the
 # same prompt ids go to llamacpp-greedy (tools/llamacpp-greedy.c, compiled
@@ -23,10 +23,18 @@ prompt=${PROMPT:-"Once upon a time, in a village by the sea, there lived"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-cc -O2 -o "$tmp/llamacpp-greedy" "$here/llamacpp-greedy.c" \
-    -I"$llama/include" -I"$llama/ggml/include" \
-    -L"$llama/build/bin" -lllama -lggml -lggml-base \
-    -Wl,-rpath,"$llama/build/bin"
+# llama.cpp puts its libraries in build/bin, ik_llama.cpp in build/src
+# and build/ggml/src, without a separate ggml-base.
+libs=""
+for d in "$llama/build/bin" "$llama/build/src" "$llama/build/ggml/src"; do
+    [ -d "$d" ] && libs="$libs -L$d -Wl,-rpath,$d"
+done
+base="" old=""
+ls "$llama"/build/bin/libggml-base.* >/dev/null 2>&1 && base="-lggml-base"
+grep -q "llama_pos *pos_0" "$llama/include/llama.h" && old="-DFX_LLAMA_OLD_API"
+# shellcheck disable=SC2086 # $libs, $base and $old are lists of options
+cc -O2 $old -o "$tmp/llamacpp-greedy" "$here/llamacpp-greedy.c" \
+    -I"$llama/include" -I"$llama/ggml/include" $libs -lllama -lggml $base
 
 status=0
 for model in "$@"; do

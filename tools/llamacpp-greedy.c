@@ -12,6 +12,9 @@
  *   <step> <token id> <top-1 logit - top-2 logit>
  * The margin says how close a step was to a tie, which decides whether a
  * difference from ferrox at that step is rounding or a bug.
+ *
+ * FX_LLAMA_OLD_API: the API of ik_llama.cpp (a fork of llama.cpp from
+ * before llama.cpp's backend registry and positionless batches).
  */
 #include <llama.h>
 
@@ -34,7 +37,9 @@ int main(int argc, char **argv) {
     const char *th = getenv("FX_THREADS");
     const int threads = th ? atoi(th) : 2;
 
+#ifndef FX_LLAMA_OLD_API
     ggml_backend_load_all();
+#endif
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) return fail("cannot load the model");
@@ -47,11 +52,22 @@ int main(int argc, char **argv) {
     cp.n_threads_batch = threads;
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
+#ifdef FX_LLAMA_OLD_API
+    /* Its attention takes an F32 V cache only in flash attention, which
+     * has no F32 path: F16 values, the closest it runs. */
+    cp.flash_attn = false;
+    cp.type_v = GGML_TYPE_F16;
+#else
     cp.no_perf = true;
+#endif
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) return fail("cannot create a context");
 
+#ifdef FX_LLAMA_OLD_API
+    struct llama_batch batch = llama_batch_get_one(ids, n_prompt, 0, 0);
+#else
     struct llama_batch batch = llama_batch_get_one(ids, n_prompt);
+#endif
     for (int step = 0; step < n_gen; step++) {
         if (llama_decode(ctx, batch) != 0) return fail("llama_decode failed");
         const float *logits = llama_get_logits_ith(ctx, -1);
@@ -63,10 +79,18 @@ int main(int argc, char **argv) {
             if (v != best && logits[v] > second) second = logits[v];
         printf("%d %d %.6f\n", step, best, (double)(logits[best] - second));
         ids[n_prompt] = best;
+#ifdef FX_LLAMA_OLD_API
+        batch = llama_batch_get_one(&ids[n_prompt], 1, n_prompt + step, 0);
+#else
         batch = llama_batch_get_one(&ids[n_prompt], 1);
+#endif
     }
     llama_free(ctx);
+#ifdef FX_LLAMA_OLD_API
+    llama_free_model(model);
+#else
     llama_model_free(model);
+#endif
     free(ids);
     return 0;
 }

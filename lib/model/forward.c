@@ -133,13 +133,21 @@ typedef struct attn_job {
 static void place_kv(const attn_job *job, uint32_t t, uint32_t kv_head) {
     fx_forward *f = job->f;
     const fx_hparams *hp = f->hp;
+    const fx_layer_weights *lw = &f->w->layers[job->layer];
     const uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const fx_fwd_token *tok = &job->tokens[t];
     const fx_kv_view *view = &job->views[tok->seq];
     const float *cs = f->rope + (size_t)t * hp->n_rot;
     const size_t at = (size_t)t * f->kv_dim + (size_t)kv_head * hd;
-    (void)fx_rope_apply(f->q + (size_t)t * f->q_dim + (size_t)kv_head * group * hd,
-                        group, hd, hp->n_rot, cs, job->rope_mode);
+    float *q = f->q + (size_t)t * f->q_dim + (size_t)kv_head * group * hd;
+    if (lw->q_norm) {
+        /* Qwen3: each head RMS-normed on its own, before RoPE. */
+        for (uint32_t h = 0; h < group; h++)
+            fx_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, lw->q_norm, hd,
+                       hp->rms_norm_eps);
+        fx_rmsnorm(f->k + at, f->k + at, lw->k_norm, hd, hp->rms_norm_eps);
+    }
+    (void)fx_rope_apply(q, group, hd, hp->n_rot, cs, job->rope_mode);
     (void)fx_rope_apply(f->k + at, 1, hd, hp->n_rot, cs, job->rope_mode);
     memcpy(kv_slot(view, f, job->layer, 0, kv_head, tok->pos), f->k + at,
            hd * sizeof(float));
@@ -341,7 +349,8 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
     const fx_weights *w = f->w;
     const uint32_t d = hp->n_embd, ff = hp->n_ff;
     const fx_rope_mode rope_mode =
-        hp->arch == FX_ARCH_QWEN2 ? FX_ROPE_NEOX : FX_ROPE_NORMAL;
+        hp->arch == FX_ARCH_QWEN2 || hp->arch == FX_ARCH_QWEN3 ? FX_ROPE_NEOX
+                                                              : FX_ROPE_NORMAL;
     size_t embd_row = fx_wtype_row_bytes(w->tok_embd.type, d);
 
     for (uint32_t t = 0; t < n; t++) {

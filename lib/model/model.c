@@ -20,10 +20,12 @@
 #define MAX_HEADS 1024u
 #define MAX_FF (1u << 20)
 #define MAX_VOCAB (1u << 24)
+#define MAX_HEAD_DIM 1024u
 
 fx_arch fx_arch_from_name(const char *name, size_t len) {
     if (len == 5 && memcmp(name, "llama", 5) == 0) return FX_ARCH_LLAMA;
     if (len == 5 && memcmp(name, "qwen2", 5) == 0) return FX_ARCH_QWEN2;
+    if (len == 5 && memcmp(name, "qwen3", 5) == 0) return FX_ARCH_QWEN3;
     return FX_ARCH_UNKNOWN;
 }
 
@@ -74,6 +76,28 @@ static fx_status read_numbers(const fx_gguf *g, const fx_gguf_str *arch,
                                   &hp->n_head_kv, err)) != FX_OK)
         return st;
     hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    /* Qwen3 and Gemma state their head size: 128 at n_embd 1024 and 16
+     * heads in Qwen3-0.6B. The value heads must match (one head_dim for
+     * the KV cache and attention). */
+    uint32_t key_length = 0, value_length = 0;
+    if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "attention.key_length"),
+                                  &key_length, err)) != FX_OK ||
+        (st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "attention.value_length"),
+                                  &value_length, err)) != FX_OK)
+        return st;
+    if (key_length != 0) {
+        if (value_length != 0 && value_length != key_length)
+            return fx_fail(err, FX_ERR_UNSUPPORTED,
+                           "attention.key_length %u differs from "
+                           "attention.value_length %u",
+                           key_length, value_length);
+        hp->head_dim = key_length;
+        hp->head_dim_stated = true;
+    } else if (value_length != 0) {
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "attention.value_length %u without "
+                       "attention.key_length", value_length);
+    }
     hp->n_rot = hp->head_dim;
     if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "rope.dimension_count"),
                                   &hp->n_rot, err)) != FX_OK)
@@ -122,12 +146,15 @@ static fx_status check_numbers(const fx_hparams *hp, fx_error *err) {
     RANGE(n_ff, 1, MAX_FF)
     RANGE(n_vocab, 1, MAX_VOCAB)
     RANGE(n_ctx_train, 1, UINT32_MAX)
-#undef RANGE
-    if (hp->n_embd % hp->n_head != 0)
+    if (hp->head_dim_stated) {
+        RANGE(head_dim, 1, MAX_HEAD_DIM)
+    } else if (hp->n_embd % hp->n_head != 0) {
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "embedding size %u is not a multiple of the head "
                        "count %u",
                        hp->n_embd, hp->n_head);
+    }
+#undef RANGE
     if (hp->n_head % hp->n_head_kv != 0)
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "head count %u is not a multiple of the KV head count "
@@ -258,6 +285,10 @@ static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
             LAYER("attn_k.bias", KIND_VECTOR, kv_dim, 0, false)
             LAYER("attn_v.bias", KIND_VECTOR, kv_dim, 0, false)
         }
+        if (hp->arch == FX_ARCH_QWEN3) {
+            LAYER("attn_q_norm.weight", KIND_VECTOR, hp->head_dim, 0, false)
+            LAYER("attn_k_norm.weight", KIND_VECTOR, hp->head_dim, 0, false)
+        }
 #undef LAYER
     }
     return FX_OK;
@@ -272,7 +303,7 @@ fx_status fx_hparams_load(const fx_gguf *g, fx_hparams *hp, fx_error *err) {
     if (hp->arch == FX_ARCH_UNKNOWN)
         return fx_fail(err, FX_ERR_UNSUPPORTED,
                        "architecture '%.*s' is not supported (supported: "
-                       "llama, qwen2)",
+                       "llama, qwen2, qwen3)",
                        (int)arch.len, arch.ptr);
     if ((st = read_numbers(g, &arch, true, hp, err)) != FX_OK) return st;
     if (hp->n_vocab == 0) {

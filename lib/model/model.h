@@ -11,7 +11,10 @@
 typedef enum fx_arch {
     FX_ARCH_UNKNOWN = 0,
     FX_ARCH_LLAMA,  /* Llama 2/3, TinyLlama, Mistral, SmolLM */
-    FX_ARCH_QWEN2   /* llama plus biases on Q, K and V */
+    FX_ARCH_QWEN2,  /* llama plus biases on Q, K and V; NeoX RoPE */
+    FX_ARCH_QWEN3   /* llama plus an RMS norm of each query and key head
+                       before RoPE; NeoX RoPE; heads may be wider than
+                       n_embd / n_head */
 } fx_arch;
 
 /* The numbers the forward pass is shaped by, read from `{arch}.*` keys. */
@@ -25,7 +28,8 @@ typedef struct fx_hparams {
     uint32_t n_head_kv;
     uint32_t n_ff;
     uint32_t n_rot;        /* RoPE dimensions per head (<= head_dim) */
-    uint32_t head_dim;     /* n_embd / n_head */
+    uint32_t head_dim;     /* attention.key_length, else n_embd / n_head */
+    bool head_dim_stated;  /* the file gave attention.key_length */
     float rope_freq_base;
     float rms_norm_eps;
     uint64_t n_params;
@@ -54,6 +58,7 @@ typedef struct fx_layer_weights {
     const float *attn_norm;          /* [n_embd] */
     fx_matrix wq, wk, wv, wo;        /* [n_embd -> q_dim / kv_dim / ...] */
     const float *bq, *bk, *bv;       /* qwen2 only: [q_dim], [kv_dim] */
+    const float *q_norm, *k_norm;    /* qwen3 only: [head_dim] */
     const float *ffn_norm;           /* [n_embd] */
     fx_matrix w_gate, w_up, w_down;  /* [n_embd -> n_ff], [n_ff -> n_embd] */
 } fx_layer_weights;

@@ -89,6 +89,10 @@ fx_status fx_weights_bind(const fx_gguf *g, const fx_hparams *hp,
             VECTOR("attn_k.bias", bk)
             VECTOR("attn_v.bias", bv)
         }
+        if (hp->arch == FX_ARCH_QWEN3) {
+            VECTOR("attn_q_norm.weight", q_norm)
+            VECTOR("attn_k_norm.weight", k_norm)
+        }
 #undef MATRIX
 #undef VECTOR
     }

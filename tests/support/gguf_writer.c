@@ -289,7 +289,7 @@ void gw_model_spec_default(gw_model_spec *spec) {
 
 static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
     size_t n = 0;
-    uint64_t d = s->n_embd, hd = s->n_embd / s->n_head;
+    uint64_t d = s->n_embd, hd = s->head_dim ? s->head_dim : s->n_embd / s->n_head;
     uint64_t q = s->n_head * hd, kv = s->n_head_kv * hd;
 #define ADD(nm, nd, d0, d1, ty)                                               \
     do {                                                                      \
@@ -317,6 +317,10 @@ static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
             LAYER("attn_q.bias", 1, q, 1, 0)
             LAYER("attn_k.bias", 1, kv, 1, 0)
             LAYER("attn_v.bias", 1, kv, 1, 0)
+        }
+        if (strcmp(s->arch, "qwen3") == 0) {
+            LAYER("attn_q_norm.weight", 1, hd, 1, 0)
+            LAYER("attn_k_norm.weight", 1, hd, 1, 0)
         }
         LAYER("ffn_norm.weight", 1, d, 1, 0)
         LAYER("ffn_gate.weight", 2, d, s->n_ff, s->type)
@@ -377,6 +381,10 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     PUT(gw_kv_u32, KEY("feed_forward_length"), s->n_ff);
     PUT(gw_kv_u32, KEY("attention.head_count"), s->n_head);
     PUT(gw_kv_u32, KEY("attention.head_count_kv"), s->n_head_kv);
+    if (s->head_dim) {
+        PUT(gw_kv_u32, KEY("attention.key_length"), s->head_dim);
+        PUT(gw_kv_u32, KEY("attention.value_length"), s->head_dim);
+    }
     PUT(gw_kv_f32, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
     PUT(gw_kv_f32, KEY("rope.freq_base"), 10000.0f);
 #undef PUT
