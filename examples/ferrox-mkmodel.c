@@ -2,9 +2,9 @@
  * ferrox-mkmodel: writes a GGUF model with deterministic random weights, so
  * tests and benchmarks need no download.
  *
- *   ferrox-mkmodel [--arch llama|qwen2|qwen3] [--dim N] [--layers N]
- *                  [--heads N] [--kv-heads N] [--head-dim N] [--ffn N]
- *                  [--ctx N]
+ *   ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3] [--dim N]
+ *                  [--layers N] [--heads N] [--kv-heads N] [--head-dim N]
+ *                  [--ffn N] [--ctx N] [--swa N]
  *                  [--type TYPE [--pure]] [--seed S] [--tied]
  *                  [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf
  *
@@ -35,9 +35,9 @@
 
 static int usage(FILE *f) {
     fprintf(f,
-            "usage: ferrox-mkmodel [--arch llama|qwen2|qwen3] [--dim N]\n"
-            "         [--layers N] [--heads N] [--kv-heads N] [--head-dim N]\n"
-            "         [--ffn N] [--ctx N]\n"
+            "usage: ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3]\n"
+            "         [--dim N] [--layers N] [--heads N] [--kv-heads N]\n"
+            "         [--head-dim N] [--ffn N] [--ctx N] [--swa N]\n"
             "         [--type TYPE [--pure]] [--seed S] [--tied]\n"
             "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n"
             "Writes a model with deterministic random weights; the same\n"
@@ -45,7 +45,9 @@ static int usage(FILE *f) {
             "q8_0, or any type of ferrox-quantize (q4_0 ... Q4_K_M ...): the\n"
             "f32 model converted as ferrox-quantize converts it. --head-dim\n"
             "writes attention.key_length (heads wider or narrower than\n"
-            "dim / heads, as Qwen3's 128 at dim 1024 and 16 heads).\n");
+            "dim / heads, as Qwen3's 128 at dim 1024 and 16 heads). --swa:\n"
+            "the sliding window of Gemma's local layers (default 512 for\n"
+            "gemma3, 4096 for gemma2).\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
@@ -130,6 +132,7 @@ int main(int argc, char **argv) {
         else if (cli_is(&c, "--heads")) num = &spec.n_head;
         else if (cli_is(&c, "--kv-heads")) num = &spec.n_head_kv, kv_heads_set = 1;
         else if (cli_is(&c, "--head-dim")) num = &spec.head_dim;
+        else if (cli_is(&c, "--swa")) num = &spec.n_swa;
         else if (cli_is(&c, "--ffn")) num = &spec.n_ff;
         else if (cli_is(&c, "--ctx")) num = &spec.n_ctx;
         else if (cli_is(&c, "--vocab")) num = &spec.n_vocab;
@@ -138,10 +141,16 @@ int main(int argc, char **argv) {
         if (bad) return CLI_USAGE;
     }
     if (!out) return cli_usage_error(&c, "-o OUT.gguf is required");
-    if (strcmp(spec.arch, "llama") != 0 && strcmp(spec.arch, "qwen2") != 0 &&
-        strcmp(spec.arch, "qwen3") != 0)
-        return cli_usage_error(&c, "--arch: '%s' is not llama, qwen2 or qwen3",
-                               spec.arch);
+    static const char *const arches[] = {"llama", "qwen2", "qwen3", "gemma2",
+                                         "gemma3"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof arches / sizeof *arches; i++)
+        known |= strcmp(spec.arch, arches[i]) == 0;
+    if (!known)
+        return cli_usage_error(&c, "--arch: '%s' is not llama, qwen2, qwen3, "
+                                   "gemma2 or gemma3", spec.arch);
+    if (spec.n_swa == 0 && strncmp(spec.arch, "gemma", 5) == 0)
+        spec.n_swa = strcmp(spec.arch, "gemma3") == 0 ? 512 : 4096;
     /* The types the writer makes itself; the others by quantizing. */
     const qr_preset *preset = NULL;
     if (strcasecmp(type, "f32") == 0) spec.type = 0;

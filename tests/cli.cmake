@@ -117,7 +117,7 @@ fx_cli_case(mkmodel_type ferrox-mkmodel 2
 fx_cli_case(mkmodel_pure_float ferrox-mkmodel 2
   ARGS --type|f16|--pure|-o|x.gguf ERR "--pure needs a quantized --type")
 fx_cli_case(mkmodel_arch ferrox-mkmodel 2
-  ARGS --arch|gemma|-o|x.gguf ERR "--arch: 'gemma' is not llama, qwen2 or qwen3")
+  ARGS --arch|gemma|-o|x.gguf ERR "--arch: 'gemma' is not llama, qwen2, qwen3, gemma2 or gemma3")
 # Qwen3: a norm per query and key head, heads (64) wider than dim / heads
 # (32); quantized, it loads and generates.
 fx_cli_case(mkmodel_qwen3 ferrox-mkmodel 0
@@ -131,6 +131,15 @@ fx_cli_case(run_qwen3 ferrox-run 0
   ARGS --model|tiny-qwen3.gguf|--prompt|Once|--max-tokens|4
   ERR "^ferrox-run: finish (length|eos), [0-9]+ prompt tokens [(]0 cached[)], [1-4] generated")
 set_tests_properties(cli_run_qwen3 PROPERTIES DEPENDS cli_mkmodel_qwen3)
+# Gemma 3: a window of 4 positions on five layers of six, the prompt and
+# the generated tokens longer than it.
+fx_cli_case(mkmodel_gemma3 ferrox-mkmodel 0
+  ARGS --arch|gemma3|--dim|64|--layers|6|--heads|2|--kv-heads|1|--head-dim|64|--ffn|96|--vocab|300|--swa|4|--tied|--type|q8_0|-o|tiny-gemma3.gguf
+  ERR "blk.5.post_ffw_norm.weight\nferrox-mkmodel: writing tiny-gemma3.gguf")
+fx_cli_case(run_gemma3 ferrox-run 0
+  ARGS --model|tiny-gemma3.gguf|--prompt|Once|--max-tokens|12|--ignore-eos
+  ERR "^ferrox-run: finish length, [0-9]+ prompt tokens [(]0 cached[)], 12 generated")
+set_tests_properties(cli_run_gemma3 PROPERTIES DEPENDS cli_mkmodel_gemma3)
 # A preset: generated in f32, then converted as ferrox-quantize does.
 fx_cli_case(mkmodel_preset ferrox-mkmodel 0
   ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|--type|q4_0|-o|tiny-q4_0.gguf

@@ -1,6 +1,7 @@
 # Tensor kernels (lib/kernels): reach into lib/, so static library only.
 fx_add_test(test_kernels_matmul SOURCES test_kernels_matmul.c INTERNAL)
 fx_add_test(test_kernels_ops SOURCES test_kernels_ops.c INTERNAL)
+fx_add_test(test_kernels_gelu SOURCES test_kernels_gelu.c INTERNAL)
 fx_add_test(test_qmatmul SOURCES test_qmatmul.c INTERNAL)
 fx_add_test(test_quant_legacy SOURCES test_quant_legacy.c INTERNAL)
 fx_add_test(test_quant_kquants SOURCES test_quant_kquants.c INTERNAL)

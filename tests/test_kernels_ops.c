@@ -382,14 +382,14 @@ static void test_silu_swiglu_add(void **state) {
 
 /* RoPE reference: angles and rotation in double. */
 static void ref_rope(double *out, const float *x, size_t n_head,
-                     size_t head_dim, size_t n_rot, int64_t pos, double base,
+                     size_t head_dim, size_t n_rot, double pos, double base,
                      const float *ff, fx_rope_mode mode) {
     for (size_t h = 0; h < n_head; h++) {
         const float *v = x + h * head_dim;
         double *o = out + h * head_dim;
         for (size_t d = 0; d < head_dim; d++) o[d] = v[d];
         for (size_t i = 0; i < n_rot / 2; i++) {
-            double th = (double)pos * pow(base, -2.0 * i / n_rot);
+            double th = pos * pow(base, -2.0 * i / n_rot);
             if (ff) th /= ff[i];
             size_t ia = mode == FX_ROPE_NORMAL ? 2 * i : i;
             size_t ib = mode == FX_ROPE_NORMAL ? 2 * i + 1 : i + n_rot / 2;
@@ -411,17 +411,19 @@ static void test_rope(void **state) {
     for (size_t r = 0; r < 3; r++)
         for (size_t p = 0; p < 5; p++)
             for (int md = 0; md < 2; md++)
-                for (int use_ff = 0; use_ff < 2; use_ff++) {
+                for (int use_ff = 0; use_ff < 3; use_ff++) {
                     float x[NH * HD], orig[NH * HD], cs[HD];
                     double want[NH * HD];
                     for (int i = 0; i < NH * HD; i++) orig[i] = x[i] = fx_test_rng_f(&s);
-                    const float *f = use_ff ? ff : NULL;
+                    const float *f = use_ff == 1 ? ff : NULL;
+                    /* the third: linear scaling (Gemma 3's global layers) */
+                    const float scale = use_ff == 2 ? 0.125f : 1.0f;
                     assert_int_equal(fx_rope_cache(cs, poss[p], rots[r],
-                                                   500000.0f, f), FX_OK);
+                                                   500000.0f, scale, f), FX_OK);
                     assert_int_equal(fx_rope_apply(x, NH, HD, rots[r], cs,
                                                    modes[md]), FX_OK);
-                    ref_rope(want, orig, NH, HD, rots[r], poss[p], 500000.0,
-                             f, modes[md]);
+                    ref_rope(want, orig, NH, HD, rots[r],
+                             (double)poss[p] * scale, 500000.0, f, modes[md]);
                     for (int i = 0; i < NH * HD; i++) {
                         if ((size_t)(i % HD) >= rots[r])
                             assert_true(fbits(x[i]) == fbits(orig[i]));
@@ -430,12 +432,13 @@ static void test_rope(void **state) {
                     /* the norm of each rotated pair is kept */
                 }
     float cs[8], x[8] = {0};
-    assert_int_equal(fx_rope_cache(cs, 1, 3, 10000.0f, NULL), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_rope_cache(cs, 1, 3, 10000.0f, 1.0f, NULL), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_rope_cache(cs, 1, 4, 10000.0f, 0.0f, NULL), FX_ERR_INVALID_ARG);
     assert_int_equal(fx_rope_apply(x, 1, 4, 6, cs, FX_ROPE_NORMAL),
                      FX_ERR_INVALID_ARG);
     /* pos 0 is the identity */
     float y[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    assert_int_equal(fx_rope_cache(cs, 0, 8, 10000.0f, NULL), FX_OK);
+    assert_int_equal(fx_rope_cache(cs, 0, 8, 10000.0f, 1.0f, NULL), FX_OK);
     assert_int_equal(fx_rope_apply(y, 1, 8, 8, cs, FX_ROPE_NEOX), FX_OK);
     for (int i = 0; i < 8; i++) assert_true(y[i] == (float)(i + 1));
 }

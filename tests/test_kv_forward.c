@@ -180,8 +180,12 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     spec.arch = arch;
     spec.type = type;
     spec.seed = 11 + type;
-    /* Qwen3's heads wider than n_embd / n_head: a KV slot of 24 floats */
-    if (strcmp(arch, "qwen3") == 0) spec.head_dim = 24;
+    /* Qwen3's and Gemma's heads wider than n_embd / n_head: a KV slot of
+     * 24 floats; Gemma's sliding window shorter than the prompt, across
+     * block edges and the shared prefix. */
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0)
+        spec.head_dim = 24;
+    if (strncmp(arch, "gemma", 5) == 0) spec.n_swa = 9;
     harness h;
     harness_open(&h, &spec);
     uint32_t V = h.hp.n_vocab;
@@ -351,6 +355,7 @@ static void test_bt16(void **state) {
     one_model("llama", 0, 16);
     one_model("qwen2", 8, 16);
     one_model("qwen3", 8, 16);
+    one_model("gemma3", 0, 16);
 }
 
 static void test_bt5(void **state) {
@@ -358,6 +363,7 @@ static void test_bt5(void **state) {
     one_model("llama", 1, 5);
     one_model("qwen2", 0, 5);
     one_model("qwen3", 1, 5);
+    one_model("gemma2", 8, 5);
 }
 
 int main(void) {

@@ -2,6 +2,7 @@
  * Hyperparameter and tensor-table checks (RELIABILITY A12 and the model's
  * own consistency rules), on synthetic models parsed from memory.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,6 +204,74 @@ static void test_qwen3(void **state) {
     assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
 }
 
+/* Gemma 2 and 3: their numbers with llama.cpp's defaults where a key is
+ * absent, the query scale of the 27B models, their extra tensors (A12). */
+static void test_gemma(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+    gw_model_spec_default(&spec);
+    spec.arch = "gemma2";
+    spec.head_dim = 24;
+    if (load_spec(&spec, &hp, msg) != FX_OK) fail_msg("gemma2: %s", msg);
+    assert_int_equal(hp.arch, FX_ARCH_GEMMA2);
+    assert_int_equal(hp.n_swa, 4096);
+    assert_int_equal(hp.swa_period, 2);
+    assert_true(hp.attn_softcap == 50.0f && hp.final_softcap == 30.0f);
+    assert_true(hp.attn_scale == 1.0f / sqrtf(24.0f));
+    assert_true(hp.embd_scale && hp.post_norms && hp.ffn_act == FX_FFN_GELU);
+    assert_true(fx_layer_slides(&hp, 0) && !fx_layer_slides(&hp, 1));
+    spec.n_swa = 7;
+    spec.attn_softcap = 20.0f;
+    spec.final_softcap = 10.0f;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_OK);
+    assert_int_equal(hp.n_swa, 7);
+    assert_true(hp.attn_softcap == 20.0f && hp.final_softcap == 10.0f);
+    spec.skip_tensor = "blk.1.post_ffw_norm.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+    assert_non_null(strstr(msg, "blk.1.post_ffw_norm.weight"));
+    spec.skip_tensor = NULL;
+    spec.bad_shape_tensor = "blk.0.post_attention_norm.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+    /* the 27B rule: 46 layers scale queries by n_embd / n_head (16) */
+    spec.bad_shape_tensor = NULL;
+    spec.n_layer = 46;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_OK);
+    assert_true(hp.attn_scale == 1.0f / sqrtf(16.0f));
+
+    gw_model_spec_default(&spec);
+    spec.arch = "gemma3";
+    spec.head_dim = 24;
+    spec.n_swa = 5;
+    spec.rope_base = 1e6f;
+    spec.rope_factor = 8.0f;
+    if (load_spec(&spec, &hp, msg) != FX_OK) fail_msg("gemma3: %s", msg);
+    assert_int_equal(hp.arch, FX_ARCH_GEMMA3);
+    assert_int_equal(hp.swa_period, 6);
+    assert_true(hp.attn_softcap == 0.0f && hp.final_softcap == 0.0f);
+    assert_true(hp.rope_freq_base == 1e6f && hp.rope_freq_scale == 0.125f);
+    assert_true(hp.rope_freq_base_swa == 10000.0f && hp.rope_freq_scale_swa == 1.0f);
+    for (uint32_t l = 0; l < 12; l++)
+        assert_int_equal(fx_layer_slides(&hp, l), l % 6 != 5);
+    spec.skip_tensor = "blk.0.attn_k_norm.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+    spec.skip_tensor = NULL;
+    /* Gemma 3 has no default window */
+    spec.n_swa = 0;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+    assert_non_null(strstr(msg, "sliding_window"));
+    /* a zero window is no window at all, and a non-positive scaling */
+    const char *zero[] = {"gemma3.attention.sliding_window", "0"};
+    spec.extra_kv = arch_override;
+    spec.extra_user = (void *)zero;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+    spec.extra_kv = NULL;
+    spec.n_swa = 5;
+    spec.rope_factor = -2.0f;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+}
+
 static void test_unsupported(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -221,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_shapes),
         cmocka_unit_test(test_bad_hparams),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_gemma),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);

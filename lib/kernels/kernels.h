@@ -514,6 +514,18 @@ void fx_swiglu(float *out, const float *gate, const float *up, size_t n);
 typedef void (*fx_swiglu_fn)(float *out, const float *gate, const float *up,
                              size_t n);
 fx_swiglu_fn fx_swiglu_for(fx_isa isa);
+/* out[i] = gelu(gate[i]) * up[i] with ggml's tanh GELU, 0.5 x (1 +
+ * tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) left to right in float, tanh
+ * from fx_exp_le0 (ops.c): the GeGLU feed-forward of Gemma. Exact tanh,
+ * not llama.cpp's f16 table. fx_geglu_for(isa) as fx_swiglu_for. */
+void fx_geglu(float *out, const float *gate, const float *up, size_t n);
+fx_swiglu_fn fx_geglu_for(fx_isa isa);
+/* x[i] = cap * tanh(x[i] * (1 / cap)), the same tanh: Gemma 2's soft cap
+ * of attention scores and logits. fx_softcap_for(isa): every form gives
+ * the same bits. */
+void fx_softcap(float *x, size_t n, float cap);
+typedef void (*fx_softcap_fn)(float *x, size_t n, float cap);
+fx_softcap_fn fx_softcap_for(fx_isa isa);
 /* out[i] = a[i] + b[i]. */
 void fx_add(float *out, const float *a, const float *b, size_t n);
 
@@ -525,12 +537,13 @@ typedef enum fx_rope_mode {
 } fx_rope_mode;
 
 /* For one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i), for
- * i < n_rot/2, theta_i = pos * base^(-2i/n_rot) / factor[i] computed in
- * double and rounded once to float (factor: Llama 3 rope_freqs, NULL for
- * all 1). Computed once per token and shared by every head and layer.
- * n_rot must be even, base and factors > 0. */
+ * i < n_rot/2, theta_i = pos * scale * base^(-2i/n_rot) / factor[i]
+ * computed in double and rounded once to float (scale: linear RoPE
+ * scaling, 1 / rope.scaling.factor, else 1; factor: Llama 3 rope_freqs,
+ * NULL for all 1). Computed once per token and shared by every head and
+ * layer. n_rot must be even, base, scale and factors > 0. */
 fx_status fx_rope_cache(float *cs, int64_t pos, size_t n_rot, float freq_base,
-                        const float *freq_factors);
+                        float freq_scale, const float *freq_factors);
 /* Rotates the first n_rot dims of each of n_head heads of x ([n_head]
  * [head_dim], contiguous) by cs; dims n_rot..head_dim-1 are untouched:
  *   a' = a*c - b*s;  b' = a*s + b*c   (float, no contraction). */

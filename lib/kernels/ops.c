@@ -216,6 +216,95 @@ static FX_OPS_AVX2 void swiglu_avx2(float *out, const float *gate,
 }
 #endif
 
+/* tanh(v) = (1 - e) / (1 + e) with e = fx_exp_le0(-2|v|) <= 1, the sign
+ * of v put back: never overflows, and a vector form repeats the same
+ * operations. Within ~1e-7 of tanh in absolute terms (the subtraction
+ * loses relative accuracy near 0, where GELU adds the result to 1 and a
+ * soft cap multiplies it by the cap). NaN stays NaN. */
+static float tanh1(float v) {
+    if (v != v) return v;
+    const float a = fabsf(v);
+    const float e = fx_exp_le0(-(a + a));
+    return copysignf((1.0f - e) / (1.0f + e), v);
+}
+
+/* ggml's tanh GELU: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))),
+ * evaluated left to right as written. */
+#define FX_GELU_COEF_A 0.044715f
+#define FX_SQRT_2_OVER_PI 0.79788456080286535588f
+static float gelu1(float x) {
+    const float u = FX_SQRT_2_OVER_PI * x * (1.0f + FX_GELU_COEF_A * x * x);
+    return 0.5f * x * (1.0f + tanh1(u));
+}
+
+void fx_geglu(float *out, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gelu1(gate[i]) * up[i];
+}
+
+void fx_softcap(float *x, size_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanh1(x[i] * inv);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* tanh1 on 8 lanes, the same operations. */
+static inline FX_OPS_AVX2 __m256 tanh_8(__m256 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 a = _mm256_andnot_ps(sign, v);
+    const __m256 e = exp_le0_8(_mm256_xor_ps(_mm256_add_ps(a, a), sign));
+    const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    const __m256 r = _mm256_or_ps(t, _mm256_and_ps(v, sign));
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(r, v, nan);
+}
+
+static FX_OPS_AVX2 void geglu_avx2(float *out, const float *gate,
+                                   const float *up, size_t n) {
+    const __m256 c = _mm256_set1_ps(FX_SQRT_2_OVER_PI);
+    const __m256 a = _mm256_set1_ps(FX_GELU_COEF_A);
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(gate + i);
+        const __m256 inner =
+            _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(a, x), x));
+        const __m256 u = _mm256_mul_ps(_mm256_mul_ps(c, x), inner);
+        const __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, x),
+                                       _mm256_add_ps(one, tanh_8(u)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) out[i] = gelu1(gate[i]) * up[i];
+}
+
+static FX_OPS_AVX2 void softcap_avx2(float *x, size_t n, float cap) {
+    const float inv = 1.0f / cap;
+    const __m256 vinv = _mm256_set1_ps(inv), vcap = _mm256_set1_ps(cap);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(vcap, tanh_8(_mm256_mul_ps(
+                                                   _mm256_loadu_ps(x + i), vinv))));
+    for (; i < n; i++) x[i] = cap * tanh1(x[i] * inv);
+}
+#endif
+
+fx_swiglu_fn fx_geglu_for(fx_isa isa) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return geglu_avx2;
+#else
+    (void)isa;
+#endif
+    return fx_geglu;
+}
+
+fx_softcap_fn fx_softcap_for(fx_isa isa) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return softcap_avx2;
+#else
+    (void)isa;
+#endif
+    return fx_softcap;
+}
+
 fx_swiglu_fn fx_swiglu_for(fx_isa isa) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return swiglu_avx2;
@@ -230,16 +319,17 @@ void fx_add(float *out, const float *a, const float *b, size_t n) {
 }
 
 fx_status fx_rope_cache(float *cs, int64_t pos, size_t n_rot, float freq_base,
-                        const float *freq_factors) {
+                        float freq_scale, const float *freq_factors) {
     if (!cs || n_rot == 0 || n_rot % 2 != 0 || !(freq_base > 0.0f))
         return FX_ERR_INVALID_ARG;
     if (freq_factors)
         for (size_t i = 0; i < n_rot / 2; i++)
             if (!(freq_factors[i] > 0.0f)) return FX_ERR_INVALID_ARG;
+    if (!(freq_scale > 0.0f)) return FX_ERR_INVALID_ARG;
     for (size_t i = 0; i < n_rot / 2; i++) {
         /* In double, rounded once: the angle at large positions is where
          * float error would show (pos * freq loses bits fast). */
-        double theta = (double)pos *
+        double theta = (double)pos * (double)freq_scale *
                        pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
         if (freq_factors) theta /= (double)freq_factors[i];
         cs[2 * i] = (float)cos(theta);

@@ -21,7 +21,8 @@ struct fx_forward {
     const fx_weights *w;
     fx_kernels *kc;
     fx_attn_kernels ak;
-    fx_swiglu_fn swiglu;
+    fx_swiglu_fn ffn_gate;   /* SwiGLU or GeGLU (hp->ffn_act) */
+    fx_softcap_fn softcap;
     uint32_t max_tokens;
     uint32_t max_ctx;
     uint32_t q_dim, kv_dim;
@@ -35,6 +36,7 @@ struct fx_forward {
     float *gate;     /* [max_tokens][n_ff] */
     float *up;       /* [max_tokens][n_ff] */
     float *rope;     /* [max_tokens][n_rot] cos/sin per token */
+    float *rope_swa; /* the same for sliding layers, or NULL */
     float *scores;   /* [n_threads][heads per KV head][max_ctx] attention
                         weights */
 };
@@ -48,7 +50,8 @@ void fx_forward_free(fx_forward *f) {
     if (!f) return;
     fx_alloc alloc = f->alloc;
     float *buffers[] = {f->x,    f->xb,   f->q,  f->k,    f->v,     f->attn,
-                        f->proj, f->gate, f->up, f->rope, f->scores};
+                        f->proj, f->gate, f->up, f->rope, f->scores,
+                        f->rope_swa};
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
         fx_free(&alloc, buffers[i]);
     fx_free(&alloc, f);
@@ -70,7 +73,9 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->w = w;
     f->kc = kc;
     fx_attn_kernels_init(&f->ak, fx_kernels_isa(kc));
-    f->swiglu = fx_swiglu_for(fx_kernels_isa(kc));
+    f->ffn_gate = hp->ffn_act == FX_FFN_GELU ? fx_geglu_for(fx_kernels_isa(kc))
+                                             : fx_swiglu_for(fx_kernels_isa(kc));
+    f->softcap = fx_softcap_for(fx_kernels_isa(kc));
     f->max_tokens = max_tokens;
     f->max_ctx = max_ctx;
     f->q_dim = hp->n_head * hp->head_dim;
@@ -87,12 +92,15 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->gate = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->up = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->rope = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
+    if (hp->n_swa > 0)
+        f->rope_swa = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
     f->scores = fx_malloc_array(alloc,
                                 (size_t)threads * (hp->n_head / hp->n_head_kv) *
                                     max_ctx,
                                 sizeof(float));
     if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->attn || !f->proj ||
-        !f->gate || !f->up || !f->rope || !f->scores) {
+        !f->gate || !f->up || !f->rope || !f->scores ||
+        (hp->n_swa > 0 && !f->rope_swa)) {
         fx_forward_free(f);
         return fx_fail(err, FX_ERR_NOMEM,
                        "out of memory for forward scratch (%u tokens)",
@@ -137,11 +145,12 @@ static void place_kv(const attn_job *job, uint32_t t, uint32_t kv_head) {
     const uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const fx_fwd_token *tok = &job->tokens[t];
     const fx_kv_view *view = &job->views[tok->seq];
-    const float *cs = f->rope + (size_t)t * hp->n_rot;
+    const float *cs = (fx_layer_slides(hp, job->layer) ? f->rope_swa : f->rope) +
+                      (size_t)t * hp->n_rot;
     const size_t at = (size_t)t * f->kv_dim + (size_t)kv_head * hd;
     float *q = f->q + (size_t)t * f->q_dim + (size_t)kv_head * group * hd;
     if (lw->q_norm) {
-        /* Qwen3: each head RMS-normed on its own, before RoPE. */
+        /* Qwen3, Gemma 3: each head RMS-normed on its own, before RoPE. */
         for (uint32_t h = 0; h < group; h++)
             fx_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, lw->q_norm, hd,
                        hp->rms_norm_eps);
@@ -229,29 +238,38 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
     const size_t q_off = (size_t)t * f->q_dim + (size_t)kv_head * group * hd;
     const float *q = f->q + q_off;
     float *scores = f->scores + (size_t)thread * group * f->max_ctx;
-    const float scale = 1.0f / sqrtf((float)hd);
     const uint32_t n_pos = tok->pos + 1;
+    /* A sliding layer sees the last n_swa positions, itself included. */
+    const uint32_t first =
+        fx_layer_slides(hp, job->layer) && n_pos > hp->n_swa ? n_pos - hp->n_swa : 0;
     if (job->place) place_kv(job, t, kv_head);
 
-    uint32_t prefetched = 0;
-    for (uint32_t j = 0; j < n_pos; j += bt) {
-        const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
+    uint32_t prefetched = first;
+    for (uint32_t j = first; j < n_pos;) {
+        const uint32_t n = n_pos - j < bt - j % bt ? n_pos - j : bt - j % bt;
         prefetch_ahead(view, f, job->layer, 0, kv_head, j + n, n_pos,
                        &prefetched);
         const float *k = kv_slot(view, f, job->layer, 0, kv_head, j);
-        f->ak.scores(scores + j, f->max_ctx, q, group, k, hd, n, hd, scale);
+        f->ak.scores(scores + j, f->max_ctx, q, group, k, hd, n, hd,
+                     hp->attn_scale);
+        j += n;
     }
-    for (uint32_t g = 0; g < group; g++)
-        f->ak.softmax(scores + (size_t)g * f->max_ctx, n_pos);
+    for (uint32_t g = 0; g < group; g++) {
+        float *row = scores + (size_t)g * f->max_ctx + first;
+        if (hp->attn_softcap > 0.0f)
+            f->softcap(row, n_pos - first, hp->attn_softcap);
+        f->ak.softmax(row, n_pos - first);
+    }
     float *out = f->attn + q_off;
     memset(out, 0, (size_t)group * hd * sizeof *out);
-    prefetched = 0;
-    for (uint32_t j = 0; j < n_pos; j += bt) {
-        const uint32_t n = n_pos - j < bt ? n_pos - j : bt;
+    prefetched = first;
+    for (uint32_t j = first; j < n_pos;) {
+        const uint32_t n = n_pos - j < bt - j % bt ? n_pos - j : bt - j % bt;
         prefetch_ahead(view, f, job->layer, 1, kv_head, j + n, n_pos,
                        &prefetched);
         const float *v = kv_slot(view, f, job->layer, 1, kv_head, j);
         f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, hd, n, hd);
+        j += n;
     }
 }
 
@@ -267,6 +285,7 @@ typedef struct resid_job {
     fx_forward *f;
     const float *norm_w; /* rmsnorm x into xb with it, or NULL */
     bool add;            /* first x += proj */
+    const float *post_w; /* Gemma: proj rmsnormed with it before the add */
 } resid_job;
 static void resid_one(void *ctx, size_t t, unsigned thread) {
     const resid_job *job = ctx;
@@ -274,24 +293,27 @@ static void resid_one(void *ctx, size_t t, unsigned thread) {
     (void)thread;
     const size_t d = f->hp->n_embd;
     float *x = f->x + t * d;
+    if (job->add && job->post_w)
+        fx_rmsnorm(f->proj + t * d, f->proj + t * d, job->post_w, d,
+                   f->hp->rms_norm_eps);
     if (job->add) fx_add(x, x, f->proj + t * d, d);
     if (job->norm_w)
         fx_rmsnorm(f->xb + t * d, x, job->norm_w, d, f->hp->rms_norm_eps);
 }
 static fx_status resid(fx_forward *f, uint32_t n, bool add,
-                       const float *norm_w) {
-    resid_job job = {f, norm_w, add};
+                       const float *post_w, const float *norm_w) {
+    resid_job job = {f, norm_w, add, post_w};
     if (n >= FX_PARALLEL_TOKENS_MIN)
         return fx_pool_run(fx_kernels_pool(f->kc), resid_one, &job, n);
     for (uint32_t t = 0; t < n; t++) resid_one(&job, t, 0);
     return FX_OK;
 }
-/* gate = SwiGLU(gate, up) for one token. */
+/* gate = SwiGLU(gate, up) (GeGLU for Gemma) for one token. */
 static void swiglu_one(void *ctx, size_t t, unsigned thread) {
     fx_forward *f = ctx;
     (void)thread;
     const size_t ff = f->hp->n_ff;
-    f->swiglu(f->gate + t * ff, f->gate + t * ff, f->up + t * ff, ff);
+    f->ffn_gate(f->gate + t * ff, f->gate + t * ff, f->up + t * ff, ff);
 }
 
 /* ---- the pass ---- */
@@ -349,19 +371,26 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
     const fx_weights *w = f->w;
     const uint32_t d = hp->n_embd, ff = hp->n_ff;
     const fx_rope_mode rope_mode =
-        hp->arch == FX_ARCH_QWEN2 || hp->arch == FX_ARCH_QWEN3 ? FX_ROPE_NEOX
-                                                              : FX_ROPE_NORMAL;
+        hp->arch == FX_ARCH_LLAMA ? FX_ROPE_NORMAL : FX_ROPE_NEOX;
     size_t embd_row = fx_wtype_row_bytes(w->tok_embd.type, d);
 
     for (uint32_t t = 0; t < n; t++) {
         const uint8_t *row =
             (const uint8_t *)w->tok_embd.data + (size_t)tokens[t].token * embd_row;
-        if ((st = fx_wtype_row_to_f32(f->x + (size_t)t * d, row,
-                                      w->tok_embd.type, d)) != FX_OK)
+        float *x = f->x + (size_t)t * d;
+        if ((st = fx_wtype_row_to_f32(x, row, w->tok_embd.type, d)) != FX_OK)
             return fx_fail(err, st, "forward: embedding lookup failed");
+        if (hp->embd_scale) {
+            const float sc = sqrtf((float)d);
+            for (uint32_t i = 0; i < d; i++) x[i] *= sc;
+        }
         if ((st = fx_rope_cache(f->rope + (size_t)t * hp->n_rot, tokens[t].pos,
                                 hp->n_rot, hp->rope_freq_base,
-                                w->rope_freqs)) != FX_OK)
+                                hp->rope_freq_scale, w->rope_freqs)) != FX_OK ||
+            (f->rope_swa &&
+             (st = fx_rope_cache(f->rope_swa + (size_t)t * hp->n_rot,
+                                 tokens[t].pos, hp->n_rot, hp->rope_freq_base_swa,
+                                 hp->rope_freq_scale_swa, w->rope_freqs)) != FX_OK))
             return fx_fail(err, st, "forward: RoPE table failed");
     }
 
@@ -387,7 +416,8 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         const fx_layer_weights *lw = &w->layers[l];
         const fx_layer_weights *next = l + 1 < hp->n_layer ? lw + 1 : NULL;
         /* attention block (after the previous layer's residual) */
-        if ((st = resid(f, n, l > 0, lw->attn_norm)) != FX_OK)
+        if ((st = resid(f, n, l > 0, l > 0 ? lw[-1].ffn_post_norm : NULL,
+                        lw->attn_norm)) != FX_OK)
             return fx_fail(err, st, "forward: norm failed");
         prefetch_lines(lw->ffn_norm, d * sizeof(float), false);
         for (uint32_t t = 0; t < n && t < FX_SMALL_PREFETCH_TOKENS; t++) {
@@ -431,7 +461,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         MATMUL(f->attn, f->q_dim, lw->wo, f->proj, d)
 
         /* feed-forward block (SwiGLU) */
-        if ((st = resid(f, n, true, lw->ffn_norm)) != FX_OK)
+        if ((st = resid(f, n, true, lw->attn_post_norm, lw->ffn_norm)) != FX_OK)
             return fx_fail(err, st, "forward: norm failed");
         prefetch_lines(next ? next->attn_norm : w->output_norm,
                        d * sizeof(float), false);
@@ -457,7 +487,9 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         MATMUL(f->gate, ff, lw->w_down, f->proj, d)
     }
     /* The last layer's residual (the others' open the next layer). */
-    if (hp->n_layer > 0 && (st = resid(f, n, true, NULL)) != FX_OK)
+    if (hp->n_layer > 0 &&
+        (st = resid(f, n, true, w->layers[hp->n_layer - 1].ffn_post_norm,
+                    NULL)) != FX_OK)
         return fx_fail(err, st, "forward: residual failed");
 
     /* Logits only for the tokens that asked: the output matrix is the
@@ -488,5 +520,7 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
                         w->output.type, w->output.n, w->output.k, logits_out,
                         hp->n_vocab, flags)) != FX_OK)
         return fx_fail(err, st, "forward: output matmul failed");
+    if (hp->final_softcap > 0.0f)
+        f->softcap(logits_out, (size_t)n_logits * hp->n_vocab, hp->final_softcap);
     return FX_OK;
 }

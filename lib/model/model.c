@@ -26,6 +26,8 @@ fx_arch fx_arch_from_name(const char *name, size_t len) {
     if (len == 5 && memcmp(name, "llama", 5) == 0) return FX_ARCH_LLAMA;
     if (len == 5 && memcmp(name, "qwen2", 5) == 0) return FX_ARCH_QWEN2;
     if (len == 5 && memcmp(name, "qwen3", 5) == 0) return FX_ARCH_QWEN3;
+    if (len == 6 && memcmp(name, "gemma2", 6) == 0) return FX_ARCH_GEMMA2;
+    if (len == 6 && memcmp(name, "gemma3", 6) == 0) return FX_ARCH_GEMMA3;
     return FX_ARCH_UNKNOWN;
 }
 
@@ -49,6 +51,75 @@ static fx_status read_arch(const fx_gguf *g, fx_gguf_str *arch,
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "general.architecture is empty, over 64 bytes, or "
                        "contains a NUL");
+    return FX_OK;
+}
+
+/* Linear RoPE scaling: positions times 1 / factor (Gemma 3 4B and up,
+ * long-context Llama 2 fine-tunes). rope.scaling.type absent means
+ * linear, as in llama.cpp; other types are not applied. */
+static fx_status read_rope_scaling(const fx_gguf *g, const fx_gguf_str *arch,
+                                   fx_hparams *hp, fx_error *err) {
+    key_buf k;
+    fx_gguf_str type = {0};
+    float factor = 0.0f;
+    fx_status st;
+    hp->rope_freq_scale = 1.0f;
+    if ((st = fx_gguf_get_str_opt(g, arch_key(&k, arch, "rope.scaling.type"),
+                                  &type, err)) != FX_OK ||
+        (st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "rope.scaling.factor"),
+                                  &factor, err)) != FX_OK)
+        return st;
+    if (factor == 0.0f &&
+        (st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "rope.scale_linear"),
+                                  &factor, err)) != FX_OK)
+        return st;
+    const bool linear = type.len == 0 ||
+                        (type.len == 6 && memcmp(type.ptr, "linear", 6) == 0);
+    if (linear && factor != 0.0f) hp->rope_freq_scale = 1.0f / factor;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    return FX_OK;
+}
+
+/* What Gemma 2 and 3 add to the llama numbers (llama.cpp's defaults where
+ * a key is absent), and the query scale of every architecture. */
+static fx_status read_gemma_numbers(const fx_gguf *g, const fx_gguf_str *arch,
+                                    bool required, fx_hparams *hp,
+                                    fx_error *err) {
+    key_buf k;
+    fx_status st;
+    hp->attn_scale = hp->head_dim ? 1.0f / sqrtf((float)hp->head_dim) : 0.0f;
+    hp->ffn_act = FX_FFN_SILU;
+    if (hp->arch != FX_ARCH_GEMMA2 && hp->arch != FX_ARCH_GEMMA3) return FX_OK;
+    const bool two = hp->arch == FX_ARCH_GEMMA2;
+    hp->embd_scale = true;
+    hp->post_norms = true;
+    hp->ffn_act = FX_FFN_GELU;
+    hp->swa_period = two ? 2 : 6;
+    hp->n_swa = two ? 4096 : 0;
+    st = two || !required
+             ? fx_gguf_get_u32_opt(g, arch_key(&k, arch, "attention.sliding_window"),
+                                   &hp->n_swa, err)
+             : fx_gguf_get_u32(g, arch_key(&k, arch, "attention.sliding_window"),
+                               &hp->n_swa, err);
+    if (st != FX_OK) return st;
+    if (two) {
+        hp->attn_softcap = 50.0f;
+        hp->final_softcap = 30.0f;
+        if ((st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "attn_logit_softcapping"),
+                                      &hp->attn_softcap, err)) != FX_OK ||
+            (st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "final_logit_softcapping"),
+                                      &hp->final_softcap, err)) != FX_OK)
+            return st;
+    } else {
+        hp->rope_freq_base_swa = 10000.0f;
+        hp->rope_freq_scale_swa = 1.0f;
+    }
+    /* The 27B models scale queries by n_embd / n_head (168 in Gemma 3
+     * 27B), not by their head size (llama.cpp tells them by layer count:
+     * 46 layers for Gemma 2, 62 for Gemma 3). */
+    if (hp->n_head && hp->n_layer == (two ? 46u : 62u))
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
     return FX_OK;
 }
 
@@ -111,6 +182,9 @@ static fx_status read_numbers(const fx_gguf *g, const fx_gguf_str *arch,
              g, arch_key(&k, arch, "attention.layer_norm_rms_epsilon"),
              &hp->rms_norm_eps, err)) != FX_OK)
         return st;
+    if ((st = read_rope_scaling(g, arch, hp, err)) != FX_OK ||
+        (st = read_gemma_numbers(g, arch, required, hp, err)) != FX_OK)
+        return st;
     if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "vocab_size"),
                                   &hp->n_vocab, err)) != FX_OK)
         return st;
@@ -169,6 +243,18 @@ static fx_status check_numbers(const fx_hparams *hp, fx_error *err) {
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "RoPE frequency base %g is not a positive number",
                        (double)hp->rope_freq_base);
+    if (!(hp->rope_freq_scale > 0.0f) || !isfinite(hp->rope_freq_scale))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "RoPE scaling factor %g is not a positive number",
+                       (double)(1.0f / hp->rope_freq_scale));
+    if (!(hp->attn_softcap >= 0.0f) || !isfinite(hp->attn_softcap) ||
+        !(hp->final_softcap >= 0.0f) || !isfinite(hp->final_softcap))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "logit soft-capping %g / %g is not a positive number",
+                       (double)hp->attn_softcap, (double)hp->final_softcap);
+    if (hp->swa_period > 0 && hp->n_swa == 0)
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "attention.sliding_window is 0");
     if (!(hp->rms_norm_eps > 0.0f) || !isfinite(hp->rms_norm_eps))
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "RMS norm epsilon %g is not a positive number",
@@ -285,9 +371,13 @@ static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
             LAYER("attn_k.bias", KIND_VECTOR, kv_dim, 0, false)
             LAYER("attn_v.bias", KIND_VECTOR, kv_dim, 0, false)
         }
-        if (hp->arch == FX_ARCH_QWEN3) {
+        if (hp->arch == FX_ARCH_QWEN3 || hp->arch == FX_ARCH_GEMMA3) {
             LAYER("attn_q_norm.weight", KIND_VECTOR, hp->head_dim, 0, false)
             LAYER("attn_k_norm.weight", KIND_VECTOR, hp->head_dim, 0, false)
+        }
+        if (hp->post_norms) {
+            LAYER("post_attention_norm.weight", KIND_VECTOR, d, 0, false)
+            LAYER("post_ffw_norm.weight", KIND_VECTOR, d, 0, false)
         }
 #undef LAYER
     }
@@ -303,7 +393,7 @@ fx_status fx_hparams_load(const fx_gguf *g, fx_hparams *hp, fx_error *err) {
     if (hp->arch == FX_ARCH_UNKNOWN)
         return fx_fail(err, FX_ERR_UNSUPPORTED,
                        "architecture '%.*s' is not supported (supported: "
-                       "llama, qwen2, qwen3)",
+                       "llama, qwen2, qwen3, gemma2, gemma3)",
                        (int)arch.len, arch.ptr);
     if ((st = read_numbers(g, &arch, true, hp, err)) != FX_OK) return st;
     if (hp->n_vocab == 0) {

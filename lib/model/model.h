@@ -12,10 +12,20 @@ typedef enum fx_arch {
     FX_ARCH_UNKNOWN = 0,
     FX_ARCH_LLAMA,  /* Llama 2/3, TinyLlama, Mistral, SmolLM */
     FX_ARCH_QWEN2,  /* llama plus biases on Q, K and V; NeoX RoPE */
-    FX_ARCH_QWEN3   /* llama plus an RMS norm of each query and key head
+    FX_ARCH_QWEN3,  /* llama plus an RMS norm of each query and key head
                        before RoPE; NeoX RoPE; heads may be wider than
                        n_embd / n_head */
+    FX_ARCH_GEMMA2, /* embeddings times sqrt(n_embd), norms after attention
+                       and the FFN too, GeGLU, soft-capped attention scores
+                       and logits, a sliding window on even layers */
+    FX_ARCH_GEMMA3  /* Gemma 2 without the caps, with Q/K head norms, the
+                       window on 5 layers of 6 and their own RoPE base */
 } fx_arch;
+
+typedef enum fx_ffn_act {
+    FX_FFN_SILU = 0, /* SwiGLU */
+    FX_FFN_GELU      /* GeGLU, tanh GELU */
+} fx_ffn_act;
 
 /* The numbers the forward pass is shaped by, read from `{arch}.*` keys. */
 typedef struct fx_hparams {
@@ -31,11 +41,28 @@ typedef struct fx_hparams {
     uint32_t head_dim;     /* attention.key_length, else n_embd / n_head */
     bool head_dim_stated;  /* the file gave attention.key_length */
     float rope_freq_base;
+    float rope_freq_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
     float rms_norm_eps;
+    float attn_scale;          /* on q . k: 1 / sqrt(head_dim) but Gemma's */
+    uint32_t n_swa;            /* sliding window (positions), 0: none */
+    uint32_t swa_period;       /* layer l slides unless (l + 1) % period
+                                  == 0 (Gemma 2: 2, Gemma 3: 6) */
+    float rope_freq_base_swa;  /* the sliding layers' RoPE */
+    float rope_freq_scale_swa;
+    float attn_softcap;        /* scores = cap * tanh(scores / cap), 0: none */
+    float final_softcap;       /* the same on the logits */
+    bool embd_scale;           /* embeddings times sqrtf(n_embd) */
+    bool post_norms;           /* post_attention_norm, post_ffw_norm */
+    fx_ffn_act ffn_act;
     uint64_t n_params;
 } fx_hparams;
 
 fx_arch fx_arch_from_name(const char *name, size_t len);
+
+/* Whether layer l attends only to the last n_swa positions. */
+static inline bool fx_layer_slides(const fx_hparams *hp, uint32_t l) {
+    return hp->n_swa > 0 && (l + 1) % hp->swa_period != 0;
+}
 
 /* Reads and cross-checks the hyperparameters of a supported architecture
  * and the presence, type and shape of every tensor it needs. */
@@ -58,7 +85,9 @@ typedef struct fx_layer_weights {
     const float *attn_norm;          /* [n_embd] */
     fx_matrix wq, wk, wv, wo;        /* [n_embd -> q_dim / kv_dim / ...] */
     const float *bq, *bk, *bv;       /* qwen2 only: [q_dim], [kv_dim] */
-    const float *q_norm, *k_norm;    /* qwen3 only: [head_dim] */
+    const float *q_norm, *k_norm;    /* qwen3, gemma3: [head_dim] */
+    const float *attn_post_norm;     /* gemma: [n_embd], after wo */
+    const float *ffn_post_norm;      /* gemma: [n_embd], after w_down */
     const float *ffn_norm;           /* [n_embd] */
     fx_matrix w_gate, w_up, w_down;  /* [n_embd -> n_ff], [n_ff -> n_embd] */
 } fx_layer_weights;

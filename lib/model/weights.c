@@ -89,9 +89,13 @@ fx_status fx_weights_bind(const fx_gguf *g, const fx_hparams *hp,
             VECTOR("attn_k.bias", bk)
             VECTOR("attn_v.bias", bv)
         }
-        if (hp->arch == FX_ARCH_QWEN3) {
+        if (hp->arch == FX_ARCH_QWEN3 || hp->arch == FX_ARCH_GEMMA3) {
             VECTOR("attn_q_norm.weight", q_norm)
             VECTOR("attn_k_norm.weight", k_norm)
+        }
+        if (hp->post_norms) {
+            VECTOR("post_attention_norm.weight", attn_post_norm)
+            VECTOR("post_ffw_norm.weight", ffn_post_norm)
         }
 #undef MATRIX
 #undef VECTOR

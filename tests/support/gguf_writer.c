@@ -318,14 +318,21 @@ static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
             LAYER("attn_k.bias", 1, kv, 1, 0)
             LAYER("attn_v.bias", 1, kv, 1, 0)
         }
-        if (strcmp(s->arch, "qwen3") == 0) {
+        const int gemma = strncmp(s->arch, "gemma", 5) == 0;
+        if (strcmp(s->arch, "qwen3") == 0 || strcmp(s->arch, "gemma3") == 0) {
             LAYER("attn_q_norm.weight", 1, hd, 1, 0)
             LAYER("attn_k_norm.weight", 1, hd, 1, 0)
+        }
+        if (gemma) {
+            LAYER("post_attention_norm.weight", 1, d, 1, 0)
         }
         LAYER("ffn_norm.weight", 1, d, 1, 0)
         LAYER("ffn_gate.weight", 2, d, s->n_ff, s->type)
         LAYER("ffn_up.weight", 2, d, s->n_ff, s->type)
         LAYER("ffn_down.weight", 2, s->n_ff, d, s->type)
+        if (gemma) {
+            LAYER("post_ffw_norm.weight", 1, d, 1, 0)
+        }
 #undef LAYER
     }
 #undef ADD
@@ -334,7 +341,7 @@ static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
 
 void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     b->len = 0;
-    size_t cap = 3 + (size_t)s->n_layer * 12;
+    size_t cap = 3 + (size_t)s->n_layer * 14;
     tensor_plan *plan = calloc(cap, sizeof *plan);
     if (!plan) exit(1);
     size_t n_plan = plan_tensors(s, plan);
@@ -381,12 +388,21 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     PUT(gw_kv_u32, KEY("feed_forward_length"), s->n_ff);
     PUT(gw_kv_u32, KEY("attention.head_count"), s->n_head);
     PUT(gw_kv_u32, KEY("attention.head_count_kv"), s->n_head_kv);
+    if (s->n_swa) PUT(gw_kv_u32, KEY("attention.sliding_window"), s->n_swa);
+    if (s->attn_softcap != 0.0f)
+        PUT(gw_kv_f32, KEY("attn_logit_softcapping"), s->attn_softcap);
+    if (s->final_softcap != 0.0f)
+        PUT(gw_kv_f32, KEY("final_logit_softcapping"), s->final_softcap);
     if (s->head_dim) {
         PUT(gw_kv_u32, KEY("attention.key_length"), s->head_dim);
         PUT(gw_kv_u32, KEY("attention.value_length"), s->head_dim);
     }
     PUT(gw_kv_f32, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
-    PUT(gw_kv_f32, KEY("rope.freq_base"), 10000.0f);
+    PUT(gw_kv_f32, KEY("rope.freq_base"), s->rope_base ? s->rope_base : 10000.0f);
+    if (s->rope_factor != 0.0f) {
+        PUT(gw_kv_str, KEY("rope.scaling.type"), "linear");
+        PUT(gw_kv_f32, KEY("rope.scaling.factor"), s->rope_factor);
+    }
 #undef PUT
 #undef KEY
     if (s->extra_kv) {
