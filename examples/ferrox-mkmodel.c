@@ -2,9 +2,9 @@
  * ferrox-mkmodel: writes a GGUF model with deterministic random weights, so
  * tests and benchmarks need no download.
  *
- *   ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3] [--dim N]
+ *   ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] [--dim N]
  *                  [--layers N] [--heads N] [--kv-heads N] [--head-dim N]
- *                  [--ffn N] [--ctx N] [--swa N]
+ *                  [--ffn N] [--ctx N] [--swa N] [--longrope N]
  *                  [--type TYPE [--pure]] [--seed S] [--tied]
  *                  [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf
  *
@@ -35,9 +35,10 @@
 
 static int usage(FILE *f) {
     fprintf(f,
-            "usage: ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3]\n"
+            "usage: ferrox-mkmodel [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]\n"
             "         [--dim N] [--layers N] [--heads N] [--kv-heads N]\n"
             "         [--head-dim N] [--ffn N] [--ctx N] [--swa N]\n"
+            "         [--longrope N]\n"
             "         [--type TYPE [--pure]] [--seed S] [--tied]\n"
             "         [--vocab N | --vocab-from VOCAB.gguf] -o OUT.gguf\n"
             "Writes a model with deterministic random weights; the same\n"
@@ -47,7 +48,9 @@ static int usage(FILE *f) {
             "writes attention.key_length (heads wider or narrower than\n"
             "dim / heads, as Qwen3's 128 at dim 1024 and 16 heads). --swa:\n"
             "the sliding window of Gemma's local layers (default 512 for\n"
-            "gemma3, 4096 for gemma2).\n");
+            "gemma3, 4096 for gemma2) or of every phi3 layer (default 0:\n"
+            "none). --longrope N: phi3's LongRoPE factor tensors, the long\n"
+            "ones for contexts over N positions.\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
 }
 
@@ -133,6 +136,7 @@ int main(int argc, char **argv) {
         else if (cli_is(&c, "--kv-heads")) num = &spec.n_head_kv, kv_heads_set = 1;
         else if (cli_is(&c, "--head-dim")) num = &spec.head_dim;
         else if (cli_is(&c, "--swa")) num = &spec.n_swa;
+        else if (cli_is(&c, "--longrope")) num = &spec.n_ctx_orig;
         else if (cli_is(&c, "--ffn")) num = &spec.n_ff;
         else if (cli_is(&c, "--ctx")) num = &spec.n_ctx;
         else if (cli_is(&c, "--vocab")) num = &spec.n_vocab;
@@ -142,13 +146,17 @@ int main(int argc, char **argv) {
     }
     if (!out) return cli_usage_error(&c, "-o OUT.gguf is required");
     static const char *const arches[] = {"llama", "qwen2", "qwen3", "gemma2",
-                                         "gemma3"};
+                                         "gemma3", "phi3"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof *arches; i++)
         known |= strcmp(spec.arch, arches[i]) == 0;
     if (!known)
         return cli_usage_error(&c, "--arch: '%s' is not llama, qwen2, qwen3, "
-                                   "gemma2 or gemma3", spec.arch);
+                                   "gemma2, gemma3 or phi3", spec.arch);
+    if (spec.n_ctx_orig && strcmp(spec.arch, "phi3") != 0)
+        return cli_usage_error(&c, "--longrope is for --arch phi3");
+    /* Phi-3.5-mini's: sqrt(1 + ln(32) / ln(4096)) for 128k over 4k */
+    spec.rope_attn_factor = 1.1902381f;
     if (spec.n_swa == 0 && strncmp(spec.arch, "gemma", 5) == 0)
         spec.n_swa = strcmp(spec.arch, "gemma3") == 0 ? 512 : 4096;
     /* The types the writer makes itself; the others by quantizing. */

@@ -117,7 +117,7 @@ fx_cli_case(mkmodel_type ferrox-mkmodel 2
 fx_cli_case(mkmodel_pure_float ferrox-mkmodel 2
   ARGS --type|f16|--pure|-o|x.gguf ERR "--pure needs a quantized --type")
 fx_cli_case(mkmodel_arch ferrox-mkmodel 2
-  ARGS --arch|gemma|-o|x.gguf ERR "--arch: 'gemma' is not llama, qwen2, qwen3, gemma2 or gemma3")
+  ARGS --arch|gemma|-o|x.gguf ERR "--arch: 'gemma' is not llama, qwen2, qwen3, gemma2, gemma3 or phi3")
 # Qwen3: a norm per query and key head, heads (64) wider than dim / heads
 # (32); quantized, it loads and generates.
 fx_cli_case(mkmodel_qwen3 ferrox-mkmodel 0
@@ -140,6 +140,14 @@ fx_cli_case(run_gemma3 ferrox-run 0
   ARGS --model|tiny-gemma3.gguf|--prompt|Once|--max-tokens|12|--ignore-eos
   ERR "^ferrox-run: finish length, [0-9]+ prompt tokens [(]0 cached[)], 12 generated")
 set_tests_properties(cli_run_gemma3 PROPERTIES DEPENDS cli_mkmodel_gemma3)
+# Phi-3: fused matrices quantized as one, a window, LongRoPE.
+fx_cli_case(mkmodel_phi3 ferrox-mkmodel 0
+  ARGS --arch|phi3|--dim|256|--layers|2|--heads|4|--kv-heads|2|--ffn|256|--vocab|300|--swa|6|--longrope|32|--type|Q4_K_M|-o|tiny-phi3.gguf
+  ERR "blk.1.attn_qkv.weight\n([^\n]*\n)*ferrox-mkmodel: wrote tiny-phi3.gguf\n$")
+fx_cli_case(run_phi3 ferrox-run 0
+  ARGS --model|tiny-phi3.gguf|--prompt|Once|--max-tokens|12|--ignore-eos
+  ERR "^ferrox-run: finish length, [0-9]+ prompt tokens [(]0 cached[)], 12 generated")
+set_tests_properties(cli_run_phi3 PROPERTIES DEPENDS cli_mkmodel_phi3)
 # A preset: generated in f32, then converted as ferrox-quantize does.
 fx_cli_case(mkmodel_preset ferrox-mkmodel 0
   ARGS --dim|64|--layers|1|--heads|2|--ffn|96|--vocab|300|--type|q4_0|-o|tiny-q4_0.gguf

@@ -186,20 +186,46 @@ static void ref_head_norms(const harness *h, const char *which, uint32_t layer,
     }
 }
 
-/* pos_scale: linear RoPE scaling (1 / factor). */
+/* The rotation of one position. pos_scale: linear RoPE scaling (1 /
+ * factor); ff: per-frequency divisors (LongRoPE) or NULL; mscale: their
+ * attention factor, on cos and sin. */
+typedef struct ref_rope_spec {
+    double base, pos_scale, mscale;
+    const float *ff;
+} ref_rope_spec;
+
 static void ref_rope(double *v, uint32_t n_heads, const fx_hparams *hp,
-                     uint32_t pos, double base, double pos_scale) {
+                     uint32_t pos, const ref_rope_spec *rs) {
     int neox = hp->arch != FX_ARCH_LLAMA;
     for (uint32_t h = 0; h < n_heads; h++) {
         double *x = v + (size_t)h * hp->head_dim;
         for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
-            double theta = pos * pos_scale * pow(base, -2.0 * i / hp->n_rot);
+            double theta = pos * rs->pos_scale * pow(rs->base, -2.0 * i / hp->n_rot);
+            if (rs->ff) theta /= rs->ff[i];
+            const double c = cos(theta) * rs->mscale, sn = sin(theta) * rs->mscale;
             uint32_t a = neox ? i : 2 * i, b = neox ? i + hp->n_rot / 2 : 2 * i + 1;
             double xa = x[a], xb = x[b];
-            x[a] = xa * cos(theta) - xb * sin(theta);
-            x[b] = xa * sin(theta) + xb * cos(theta);
+            x[a] = xa * c - xb * sn;
+            x[b] = xa * sn + xb * c;
         }
     }
+}
+
+/* A matrix of the file found by name, as ref_row reads it: Phi-3's fused
+ * ones, which the library binds as row ranges. */
+static fx_matrix ref_file_matrix(const harness *h, uint32_t layer,
+                                 const char *suffix) {
+    char name[64];
+    snprintf(name, sizeof name, "blk.%u.%s", layer, suffix);
+    const fx_gguf_tensor *t = fx_gguf_find_tensor(h->g, name);
+    assert_non_null(t);
+    return (fx_matrix){t->data, (fx_wtype)t->type, (uint32_t)t->ne[0],
+                       (uint32_t)t->ne[1]};
+}
+
+static const float *ref_file_vector(const harness *h, const char *name) {
+    const fx_gguf_tensor *t = fx_gguf_find_tensor(h->g, name);
+    return t ? (const float *)(const void *)t->data : NULL;
 }
 
 /* Logits for every position of one sequence, computed token by token. */
@@ -221,6 +247,14 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
      * llama.cpp's defaults, 50 and 30, which the test files keep). */
     const int gemma2 = hp->arch == FX_ARCH_GEMMA2, gemma3 = hp->arch == FX_ARCH_GEMMA3;
     const int gemma = gemma2 || gemma3;
+    /* Phi-3: its window on every layer; LongRoPE's long factors for a
+     * context (the harness's MAX_CTX) beyond the original one. */
+    const int phi3 = hp->arch == FX_ARCH_PHI3;
+    const float *longrope = ref_file_vector(
+        h, MAX_CTX > hp->n_ctx_orig ? "rope_factors_long.weight"
+                                    : "rope_factors_short.weight");
+    double *fused = calloc((size_t)qd + 2 * kvd + 2 * ff, sizeof *fused);
+    assert_non_null(fused);
     for (uint32_t p = 0; p < n; p++) {
         ref_row(&w->tok_embd, (uint32_t)tokens[p], x);
         if (gemma)
@@ -230,9 +264,18 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
             double *kl = kc + ((size_t)l * n + p) * kvd;
             double *vl = vc + ((size_t)l * n + p) * kvd;
             ref_rmsnorm(xb, x, lw->attn_norm, d, hp->rms_norm_eps);
-            ref_matvec(&lw->wq, xb, q);
-            ref_matvec(&lw->wk, xb, kl);
-            ref_matvec(&lw->wv, xb, vl);
+            if (phi3) {
+                /* rows: Q, then K, then V */
+                const fx_matrix qkv = ref_file_matrix(h, l, "attn_qkv.weight");
+                ref_matvec(&qkv, xb, fused);
+                memcpy(q, fused, qd * sizeof *q);
+                memcpy(kl, fused + qd, kvd * sizeof *kl);
+                memcpy(vl, fused + qd + kvd, kvd * sizeof *vl);
+            } else {
+                ref_matvec(&lw->wq, xb, q);
+                ref_matvec(&lw->wk, xb, kl);
+                ref_matvec(&lw->wv, xb, vl);
+            }
             if (lw->bq) {
                 for (uint32_t i = 0; i < qd; i++) q[i] += lw->bq[i];
                 for (uint32_t i = 0; i < kvd; i++) kl[i] += lw->bk[i];
@@ -244,11 +287,13 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
             }
             /* Gemma 2 slides on even layers, Gemma 3 on 5 of 6, with
              * RoPE base 10000 and no scaling there. */
-            const int slides = (gemma2 && l % 2 == 0) || (gemma3 && (l + 1) % 6 != 0);
-            const double base = gemma3 && slides ? 10000.0 : hp->rope_freq_base;
-            const double pscale = gemma3 && slides ? 1.0 : hp->rope_freq_scale;
-            ref_rope(q, hp->n_head, hp, p, base, pscale);
-            ref_rope(kl, hp->n_head_kv, hp, p, base, pscale);
+            const int slides = (gemma2 && l % 2 == 0) || (gemma3 && (l + 1) % 6 != 0) ||
+                               (phi3 && hp->n_swa > 0);
+            ref_rope_spec rs = {hp->rope_freq_base, hp->rope_freq_scale,
+                                hp->rope_attn_factor, longrope};
+            if (gemma3 && slides) rs.base = 10000.0, rs.pos_scale = 1.0;
+            ref_rope(q, hp->n_head, hp, p, &rs);
+            ref_rope(kl, hp->n_head_kv, hp, p, &rs);
             const uint32_t j0 = slides && p + 1 > hp->n_swa ? p + 1 - hp->n_swa : 0;
             for (uint32_t hh = 0; hh < hp->n_head; hh++) {
                 uint32_t kvh = hh / (hp->n_head / hp->n_head_kv);
@@ -275,8 +320,16 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
                             hp->rms_norm_eps);
             for (uint32_t i = 0; i < d; i++) x[i] += o[i];
             ref_rmsnorm(xb, x, lw->ffn_norm, d, hp->rms_norm_eps);
-            ref_matvec(&lw->w_gate, xb, g);
-            ref_matvec(&lw->w_up, xb, u);
+            if (phi3) {
+                /* rows: the gate, then up */
+                const fx_matrix gu = ref_file_matrix(h, l, "ffn_up.weight");
+                ref_matvec(&gu, xb, fused);
+                memcpy(g, fused, ff * sizeof *g);
+                memcpy(u, fused + ff, ff * sizeof *u);
+            } else {
+                ref_matvec(&lw->w_gate, xb, g);
+                ref_matvec(&lw->w_up, xb, u);
+            }
             for (uint32_t i = 0; i < ff; i++) {
                 const double a = g[i];
                 g[i] = gemma ? 0.5 * a * (1 + tanh(sqrt(2 / M_PI_D) * a * (1 + 0.044715 * a * a)))
@@ -296,7 +349,7 @@ static void ref_forward(const harness *h, const int32_t *tokens, uint32_t n,
             for (uint32_t i = 0; i < hp->n_vocab; i++) lg[i] = 30.0 * tanh(lg[i] / 30.0);
     }
     free(x); free(xb); free(q); free(att); free(g); free(u); free(o);
-    free(kc); free(vc); free(sc);
+    free(kc); free(vc); free(sc); free(fused);
 }
 
 /* ---- helpers around the real pass ---- */
@@ -324,20 +377,26 @@ static void random_tokens(int32_t *t, uint32_t n, uint32_t vocab, uint64_t seed)
 
 static void test_against_reference(void **state) {
     (void)state;
-    const char *arches[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3"};
+    const char *arches[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
     uint32_t types[] = {0, 1, 30, 8};
-    for (int a = 0; a < 5; a++) {
+    for (int a = 0; a < 6; a++) {
         for (int ty = 0; ty < 4; ty++) {
             gw_model_spec spec;
             gw_model_spec_default(&spec);
             spec.arch = arches[a];
             /* Qwen3's and Gemma's heads are wider than n_embd / n_head
              * (128 against 64 in Qwen3-0.6B): 24 against 16 here. */
-            if (a >= 2) spec.head_dim = 24;
+            if (a >= 2 && a <= 4) spec.head_dim = 24;
             /* A window shorter than the 12 tokens; Gemma 3 with a global
              * layer (the sixth) of another RoPE base and linear scaling
              * than its sliding ones. */
             if (a >= 3) spec.n_swa = 5;
+            /* Phi-3.5's LongRoPE: the long factors, as the harness's
+             * context (64) is beyond the original one (32) */
+            if (a == 5) {
+                spec.n_ctx_orig = 32;
+                spec.rope_attn_factor = 1.19f;
+            }
             if (a == 4) {
                 spec.n_layer = 6;
                 spec.rope_base = 1e6f;
@@ -593,8 +652,9 @@ static void test_isa_invariance(void **state) {
     /* n_embd, n_head, n_head_kv, n_vocab; 0: the default (64, 4, 2, 64).
      * An odd n_vocab gives the output matrix an odd N: repacked to R16
      * all the same, with a short last tile (67 = 4 * 16 + 3). The third
-     * shape is a Gemma 2 with a window of 7, the last a Qwen3 with heads
-     * of 32 (q_dim 128 from n_embd 96). */
+     * shape is a Gemma 2 with a window of 7, the fourth a Phi-3 (fused
+     * matrices, a window of 9), the last a Qwen3 with heads of 32 (q_dim
+     * 128 from n_embd 96). */
     const uint32_t shapes[][4] = {{0, 0, 0, 0},    {288, 8, 4, 0},
                                   {288, 6, 2, 67}, {288, 12, 2, 0},
                                   {96, 4, 4, 101}};
@@ -608,10 +668,11 @@ static void test_isa_invariance(void **state) {
                 spec.n_embd = shapes[shape][0];
                 spec.n_head = shapes[shape][1];
                 spec.n_head_kv = shapes[shape][2];
-                spec.arch = shape % 2 ? "qwen2" : shape == 4 ? "qwen3"
-                                                 : shape == 2 ? "gemma2" : "llama";
+                spec.arch = shape == 1 ? "qwen2" : shape == 3 ? "phi3"
+                          : shape == 4 ? "qwen3" : shape == 2 ? "gemma2" : "llama";
                 if (shape == 4) spec.head_dim = 32;
                 if (shape == 2) spec.n_swa = 7;
+                if (shape == 3) spec.n_swa = 9;
                 if (shapes[shape][3]) spec.n_vocab = shapes[shape][3];
             }
             enum { N = 23 };

@@ -419,7 +419,7 @@ static void test_rope(void **state) {
                     /* the third: linear scaling (Gemma 3's global layers) */
                     const float scale = use_ff == 2 ? 0.125f : 1.0f;
                     assert_int_equal(fx_rope_cache(cs, poss[p], rots[r],
-                                                   500000.0f, scale, f), FX_OK);
+                                                   500000.0f, scale, 1.0f, f), FX_OK);
                     assert_int_equal(fx_rope_apply(x, NH, HD, rots[r], cs,
                                                    modes[md]), FX_OK);
                     ref_rope(want, orig, NH, HD, rots[r],
@@ -432,13 +432,13 @@ static void test_rope(void **state) {
                     /* the norm of each rotated pair is kept */
                 }
     float cs[8], x[8] = {0};
-    assert_int_equal(fx_rope_cache(cs, 1, 3, 10000.0f, 1.0f, NULL), FX_ERR_INVALID_ARG);
-    assert_int_equal(fx_rope_cache(cs, 1, 4, 10000.0f, 0.0f, NULL), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_rope_cache(cs, 1, 3, 10000.0f, 1.0f, 1.0f, NULL), FX_ERR_INVALID_ARG);
+    assert_int_equal(fx_rope_cache(cs, 1, 4, 10000.0f, 0.0f, 1.0f, NULL), FX_ERR_INVALID_ARG);
     assert_int_equal(fx_rope_apply(x, 1, 4, 6, cs, FX_ROPE_NORMAL),
                      FX_ERR_INVALID_ARG);
     /* pos 0 is the identity */
     float y[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    assert_int_equal(fx_rope_cache(cs, 0, 8, 10000.0f, 1.0f, NULL), FX_OK);
+    assert_int_equal(fx_rope_cache(cs, 0, 8, 10000.0f, 1.0f, 1.0f, NULL), FX_OK);
     assert_int_equal(fx_rope_apply(y, 1, 8, 8, cs, FX_ROPE_NEOX), FX_OK);
     for (int i = 0; i < 8; i++) assert_true(y[i] == (float)(i + 1));
 }

@@ -183,9 +183,11 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     /* Qwen3's and Gemma's heads wider than n_embd / n_head: a KV slot of
      * 24 floats; Gemma's sliding window shorter than the prompt, across
      * block edges and the shared prefix. */
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0)
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0 &&
+        strcmp(arch, "phi3") != 0)
         spec.head_dim = 24;
-    if (strncmp(arch, "gemma", 5) == 0) spec.n_swa = 9;
+    if (strncmp(arch, "gemma", 5) == 0 || strcmp(arch, "phi3") == 0)
+        spec.n_swa = 9;
     harness h;
     harness_open(&h, &spec);
     uint32_t V = h.hp.n_vocab;
@@ -364,6 +366,7 @@ static void test_bt5(void **state) {
     one_model("qwen2", 0, 5);
     one_model("qwen3", 1, 5);
     one_model("gemma2", 8, 5);
+    one_model("phi3", 0, 5);
 }
 
 int main(void) {

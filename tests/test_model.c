@@ -272,6 +272,52 @@ static void test_gemma(void **state) {
     assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
 }
 
+/* Phi-3: fused Q/K/V and gate/up shapes, a window on every layer (or none,
+ * as in Phi-4), llama.cpp's windows for files without the key, LongRoPE's
+ * numbers (A12). */
+static void test_phi3(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    fx_hparams hp;
+    char msg[FX_ERRMSG_SIZE];
+    gw_model_spec_default(&spec);
+    spec.arch = "phi3";
+    spec.n_swa = 9;
+    spec.n_ctx_orig = 128;
+    spec.rope_attn_factor = 1.25f;
+    if (load_spec(&spec, &hp, msg) != FX_OK) fail_msg("phi3: %s", msg);
+    assert_int_equal(hp.arch, FX_ARCH_PHI3);
+    assert_int_equal(hp.n_swa, 9);
+    assert_int_equal(hp.n_ctx_orig, 128);
+    assert_true(hp.rope_attn_factor == 1.25f);
+    for (uint32_t l = 0; l < 4; l++) assert_true(fx_layer_slides(&hp, l));
+    spec.bad_shape_tensor = "blk.1.attn_qkv.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+    spec.bad_shape_tensor = "blk.0.ffn_up.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+    spec.bad_shape_tensor = "rope_factors_long.weight";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_SHAPE);
+    spec.bad_shape_tensor = NULL;
+    spec.rope_attn_factor = -1.0f;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_BAD_HPARAMS);
+
+    /* Phi-4: sliding_window 0, no window */
+    gw_model_spec_default(&spec);
+    spec.arch = "phi3";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_OK);
+    assert_int_equal(hp.n_swa, 0);
+    assert_false(fx_layer_slides(&hp, 0));
+    /* No key: known only for the models llama.cpp names (32 layers at a
+     * 4096 context: Phi-3-mini-4k's 2047) */
+    spec.skip_key = "phi3.attention.sliding_window";
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_ERR_MISSING);
+    assert_non_null(strstr(msg, "sliding_window"));
+    spec.n_layer = 32;
+    spec.n_ctx = 4096;
+    assert_int_equal(load_spec(&spec, &hp, msg), FX_OK);
+    assert_int_equal(hp.n_swa, 2047);
+}
+
 static void test_unsupported(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -291,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_bad_hparams),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma),
+        cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);

@@ -536,14 +536,17 @@ typedef enum fx_rope_mode {
     FX_ROPE_NEOX = 2    /* neox/qwen2: pairs (x[i], x[i + n_rot/2]) */
 } fx_rope_mode;
 
-/* For one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i), for
- * i < n_rot/2, theta_i = pos * scale * base^(-2i/n_rot) / factor[i]
- * computed in double and rounded once to float (scale: linear RoPE
- * scaling, 1 / rope.scaling.factor, else 1; factor: Llama 3 rope_freqs,
- * NULL for all 1). Computed once per token and shared by every head and
- * layer. n_rot must be even, base, scale and factors > 0. */
+/* For one position: cs[2i] = (float)cos(theta_i) * attn, cs[2i+1] =
+ * (float)sin(theta_i) * attn, for i < n_rot/2, theta_i = pos * scale *
+ * base^(-2i/n_rot) / factor[i] computed in double and rounded once to
+ * float (scale: linear RoPE scaling, 1 / rope.scaling.factor, else 1;
+ * factor: Llama 3 rope_freqs or LongRoPE's, NULL for all 1; attn:
+ * LongRoPE's attention factor, else 1). Computed once per token and
+ * shared by every head and layer. n_rot must be even, base, scale, attn
+ * and factors > 0. */
 fx_status fx_rope_cache(float *cs, int64_t pos, size_t n_rot, float freq_base,
-                        float freq_scale, const float *freq_factors);
+                        float freq_scale, float attn_factor,
+                        const float *freq_factors);
 /* Rotates the first n_rot dims of each of n_head heads of x ([n_head]
  * [head_dim], contiguous) by cs; dims n_rot..head_dim-1 are untouched:
  *   a' = a*c - b*s;  b' = a*s + b*c   (float, no contraction). */

@@ -319,21 +319,22 @@ void fx_add(float *out, const float *a, const float *b, size_t n) {
 }
 
 fx_status fx_rope_cache(float *cs, int64_t pos, size_t n_rot, float freq_base,
-                        float freq_scale, const float *freq_factors) {
+                        float freq_scale, float attn_factor,
+                        const float *freq_factors) {
     if (!cs || n_rot == 0 || n_rot % 2 != 0 || !(freq_base > 0.0f))
         return FX_ERR_INVALID_ARG;
     if (freq_factors)
         for (size_t i = 0; i < n_rot / 2; i++)
             if (!(freq_factors[i] > 0.0f)) return FX_ERR_INVALID_ARG;
-    if (!(freq_scale > 0.0f)) return FX_ERR_INVALID_ARG;
+    if (!(freq_scale > 0.0f) || !(attn_factor > 0.0f)) return FX_ERR_INVALID_ARG;
     for (size_t i = 0; i < n_rot / 2; i++) {
         /* In double, rounded once: the angle at large positions is where
          * float error would show (pos * freq loses bits fast). */
         double theta = (double)pos * (double)freq_scale *
                        pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
         if (freq_factors) theta /= (double)freq_factors[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
+        cs[2 * i] = (float)cos(theta) * attn_factor;
+        cs[2 * i + 1] = (float)sin(theta) * attn_factor;
     }
     return FX_OK;
 }

@@ -37,6 +37,8 @@ struct fx_forward {
     float *up;       /* [max_tokens][n_ff] */
     float *rope;     /* [max_tokens][n_rot] cos/sin per token */
     float *rope_swa; /* the same for sliding layers, or NULL */
+    const float *rope_factors; /* Llama 3's, or LongRoPE's long or short
+                                  ones for this max_ctx, or NULL */
     float *scores;   /* [n_threads][heads per KV head][max_ctx] attention
                         weights */
 };
@@ -78,6 +80,11 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->softcap = fx_softcap_for(fx_kernels_isa(kc));
     f->max_tokens = max_tokens;
     f->max_ctx = max_ctx;
+    /* LongRoPE: the long factors serve a context beyond the original
+     * one (llama.cpp decides by its context per sequence the same way). */
+    f->rope_factors = w->rope_freqs ? w->rope_freqs
+                      : max_ctx > hp->n_ctx_orig && w->rope_long ? w->rope_long
+                                                                  : w->rope_short;
     f->q_dim = hp->n_head * hp->head_dim;
     f->kv_dim = hp->n_head_kv * hp->head_dim;
     size_t t = max_tokens;
@@ -386,11 +393,13 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
         }
         if ((st = fx_rope_cache(f->rope + (size_t)t * hp->n_rot, tokens[t].pos,
                                 hp->n_rot, hp->rope_freq_base,
-                                hp->rope_freq_scale, w->rope_freqs)) != FX_OK ||
+                                hp->rope_freq_scale, hp->rope_attn_factor,
+                                f->rope_factors)) != FX_OK ||
             (f->rope_swa &&
              (st = fx_rope_cache(f->rope_swa + (size_t)t * hp->n_rot,
                                  tokens[t].pos, hp->n_rot, hp->rope_freq_base_swa,
-                                 hp->rope_freq_scale_swa, w->rope_freqs)) != FX_OK))
+                                 hp->rope_freq_scale_swa, hp->rope_attn_factor,
+                                 f->rope_factors)) != FX_OK))
             return fx_fail(err, st, "forward: RoPE table failed");
     }
 

@@ -28,6 +28,7 @@ fx_arch fx_arch_from_name(const char *name, size_t len) {
     if (len == 5 && memcmp(name, "qwen3", 5) == 0) return FX_ARCH_QWEN3;
     if (len == 6 && memcmp(name, "gemma2", 6) == 0) return FX_ARCH_GEMMA2;
     if (len == 6 && memcmp(name, "gemma3", 6) == 0) return FX_ARCH_GEMMA3;
+    if (len == 4 && memcmp(name, "phi3", 4) == 0) return FX_ARCH_PHI3;
     return FX_ARCH_UNKNOWN;
 }
 
@@ -76,20 +77,53 @@ static fx_status read_rope_scaling(const fx_gguf *g, const fx_gguf_str *arch,
     const bool linear = type.len == 0 ||
                         (type.len == 6 && memcmp(type.ptr, "linear", 6) == 0);
     if (linear && factor != 0.0f) hp->rope_freq_scale = 1.0f / factor;
+    /* LongRoPE (Phi-3.5, Phi-4-mini): its factors are tensors; these
+     * say when the long ones apply and how much cos and sin grow. */
+    hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if ((st = fx_gguf_get_f32_opt(g, arch_key(&k, arch, "rope.scaling.attn_factor"),
+                                  &hp->rope_attn_factor, err)) != FX_OK ||
+        (st = fx_gguf_get_u32_opt(
+             g, arch_key(&k, arch, "rope.scaling.original_context_length"),
+             &hp->n_ctx_orig, err)) != FX_OK)
+        return st;
     hp->rope_freq_base_swa = hp->rope_freq_base;
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
     return FX_OK;
 }
 
-/* What Gemma 2 and 3 add to the llama numbers (llama.cpp's defaults where
- * a key is absent), and the query scale of every architecture. */
-static fx_status read_gemma_numbers(const fx_gguf *g, const fx_gguf_str *arch,
-                                    bool required, fx_hparams *hp,
-                                    fx_error *err) {
+/* Phi-3's window on every layer. Files converted before the key existed
+ * get llama.cpp's values for the models they must be: Phi-3-mini and
+ * -medium 4k (2047), -mini 128k (262144), -medium 128k (131072). */
+static fx_status read_phi3_window(const fx_gguf *g, const fx_gguf_str *arch,
+                                  bool required, fx_hparams *hp,
+                                  fx_error *err) {
+    key_buf k;
+    const char *key = arch_key(&k, arch, "attention.sliding_window");
+    hp->swa_period = 0;
+    if (fx_gguf_find(g, key)) return fx_gguf_get_u32(g, key, &hp->n_swa, err);
+    const uint32_t nl = hp->n_layer, ctx = hp->n_ctx_train;
+    if ((nl == 32 || nl == 40) && ctx == 4096) hp->n_swa = 2047;
+    else if (nl == 32 && hp->n_head_kv == 32 && ctx == 131072) hp->n_swa = 262144;
+    else if (nl == 40 && ctx == 131072) hp->n_swa = 131072;
+    else if (required)
+        return fx_fail(err, FX_ERR_MISSING,
+                       "phi3 without %s (0 for none) is not a model whose "
+                       "window is known", key);
+    return FX_OK;
+}
+
+/* What Gemma 2 and 3 and Phi-3 add to the llama numbers (llama.cpp's
+ * defaults where a key is absent), and the query scale of every
+ * architecture. */
+static fx_status read_arch_numbers(const fx_gguf *g, const fx_gguf_str *arch,
+                                   bool required, fx_hparams *hp,
+                                   fx_error *err) {
     key_buf k;
     fx_status st;
     hp->attn_scale = hp->head_dim ? 1.0f / sqrtf((float)hp->head_dim) : 0.0f;
     hp->ffn_act = FX_FFN_SILU;
+    if (hp->arch == FX_ARCH_PHI3) return read_phi3_window(g, arch, required, hp, err);
     if (hp->arch != FX_ARCH_GEMMA2 && hp->arch != FX_ARCH_GEMMA3) return FX_OK;
     const bool two = hp->arch == FX_ARCH_GEMMA2;
     hp->embd_scale = true;
@@ -183,7 +217,7 @@ static fx_status read_numbers(const fx_gguf *g, const fx_gguf_str *arch,
              &hp->rms_norm_eps, err)) != FX_OK)
         return st;
     if ((st = read_rope_scaling(g, arch, hp, err)) != FX_OK ||
-        (st = read_gemma_numbers(g, arch, required, hp, err)) != FX_OK)
+        (st = read_arch_numbers(g, arch, required, hp, err)) != FX_OK)
         return st;
     if ((st = fx_gguf_get_u32_opt(g, arch_key(&k, arch, "vocab_size"),
                                   &hp->n_vocab, err)) != FX_OK)
@@ -255,6 +289,10 @@ static fx_status check_numbers(const fx_hparams *hp, fx_error *err) {
     if (hp->swa_period > 0 && hp->n_swa == 0)
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "attention.sliding_window is 0");
+    if (!(hp->rope_attn_factor > 0.0f) || !isfinite(hp->rope_attn_factor))
+        return fx_fail(err, FX_ERR_BAD_HPARAMS,
+                       "RoPE attention factor %g is not a positive number",
+                       (double)hp->rope_attn_factor);
     if (!(hp->rms_norm_eps > 0.0f) || !isfinite(hp->rms_norm_eps))
         return fx_fail(err, FX_ERR_BAD_HPARAMS,
                        "RMS norm epsilon %g is not a positive number",
@@ -339,6 +377,13 @@ static fx_status expect(const fx_gguf *g, const char *name, tensor_kind kind,
     return FX_OK;
 }
 
+bool fx_model_fused_qkv(const fx_gguf *g, const fx_hparams *hp, uint32_t l) {
+    if (hp->arch != FX_ARCH_PHI3) return false;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", l);
+    return fx_gguf_find_tensor(g, name) != NULL;
+}
+
 static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
                                fx_error *err) {
     const uint64_t d = hp->n_embd, v = hp->n_vocab, ff = hp->n_ff;
@@ -349,7 +394,11 @@ static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
         (st = expect(g, "output_norm.weight", KIND_VECTOR, d, 0, false, err)) ||
         (st = expect(g, "output.weight", KIND_MATRIX, d, v, true, err)) ||
         (st = expect(g, "rope_freqs.weight", KIND_VECTOR, hp->n_rot / 2, 0,
-                     true, err)))
+                     true, err)) ||
+        (st = expect(g, "rope_factors_long.weight", KIND_VECTOR, hp->n_rot / 2,
+                     0, true, err)) ||
+        (st = expect(g, "rope_factors_short.weight", KIND_VECTOR,
+                     hp->n_rot / 2, 0, true, err)))
         return st;
     for (uint32_t i = 0; i < hp->n_layer; i++) {
         char name[64];
@@ -358,13 +407,22 @@ static fx_status check_tensors(const fx_gguf *g, const fx_hparams *hp,
     if ((st = expect(g, name, kind, ne0, ne1, optional, err)) != FX_OK)       \
         return st;
         LAYER("attn_norm.weight", KIND_VECTOR, d, 0, false)
-        LAYER("attn_q.weight", KIND_MATRIX, d, q_dim, false)
-        LAYER("attn_k.weight", KIND_MATRIX, d, kv_dim, false)
-        LAYER("attn_v.weight", KIND_MATRIX, d, kv_dim, false)
+        if (fx_model_fused_qkv(g, hp, i)) {
+            LAYER("attn_qkv.weight", KIND_MATRIX, d, q_dim + 2 * kv_dim, false)
+        } else {
+            LAYER("attn_q.weight", KIND_MATRIX, d, q_dim, false)
+            LAYER("attn_k.weight", KIND_MATRIX, d, kv_dim, false)
+            LAYER("attn_v.weight", KIND_MATRIX, d, kv_dim, false)
+        }
         LAYER("attn_output.weight", KIND_MATRIX, q_dim, d, false)
         LAYER("ffn_norm.weight", KIND_VECTOR, d, 0, false)
-        LAYER("ffn_gate.weight", KIND_MATRIX, d, ff, false)
-        LAYER("ffn_up.weight", KIND_MATRIX, d, ff, false)
+        if (hp->arch == FX_ARCH_PHI3) {
+            /* gate and up in one: rows 0..ff-1 the gate, then up */
+            LAYER("ffn_up.weight", KIND_MATRIX, d, 2 * ff, false)
+        } else {
+            LAYER("ffn_gate.weight", KIND_MATRIX, d, ff, false)
+            LAYER("ffn_up.weight", KIND_MATRIX, d, ff, false)
+        }
         LAYER("ffn_down.weight", KIND_MATRIX, ff, d, false)
         if (hp->arch == FX_ARCH_QWEN2) {
             LAYER("attn_q.bias", KIND_VECTOR, q_dim, 0, false)
@@ -393,7 +451,7 @@ fx_status fx_hparams_load(const fx_gguf *g, fx_hparams *hp, fx_error *err) {
     if (hp->arch == FX_ARCH_UNKNOWN)
         return fx_fail(err, FX_ERR_UNSUPPORTED,
                        "architecture '%.*s' is not supported (supported: "
-                       "llama, qwen2, qwen3, gemma2, gemma3)",
+                       "llama, qwen2, qwen3, gemma2, gemma3, phi3)",
                        (int)arch.len, arch.ptr);
     if ((st = read_numbers(g, &arch, true, hp, err)) != FX_OK) return st;
     if (hp->n_vocab == 0) {

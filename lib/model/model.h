@@ -18,8 +18,11 @@ typedef enum fx_arch {
     FX_ARCH_GEMMA2, /* embeddings times sqrt(n_embd), norms after attention
                        and the FFN too, GeGLU, soft-capped attention scores
                        and logits, a sliding window on even layers */
-    FX_ARCH_GEMMA3  /* Gemma 2 without the caps, with Q/K head norms, the
+    FX_ARCH_GEMMA3, /* Gemma 2 without the caps, with Q/K head norms, the
                        window on 5 layers of 6 and their own RoPE base */
+    FX_ARCH_PHI3    /* llama with Q, K and V in one matrix and gate and up
+                       in another, NeoX RoPE with LongRoPE factors, a
+                       window on every layer (Phi-3) or none (Phi-4) */
 } fx_arch;
 
 typedef enum fx_ffn_act {
@@ -42,11 +45,17 @@ typedef struct fx_hparams {
     bool head_dim_stated;  /* the file gave attention.key_length */
     float rope_freq_base;
     float rope_freq_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
+    float rope_attn_factor;    /* rope.scaling.attn_factor: cos and sin
+                                  times it (LongRoPE), else 1 */
+    uint32_t n_ctx_orig;       /* rope.scaling.original_context_length,
+                                  else n_ctx_train: LongRoPE's long
+                                  factors serve contexts beyond it */
     float rms_norm_eps;
     float attn_scale;          /* on q . k: 1 / sqrt(head_dim) but Gemma's */
     uint32_t n_swa;            /* sliding window (positions), 0: none */
     uint32_t swa_period;       /* layer l slides unless (l + 1) % period
-                                  == 0 (Gemma 2: 2, Gemma 3: 6) */
+                                  == 0 (Gemma 2: 2, Gemma 3: 6); 0: every
+                                  layer slides (Phi-3) */
     float rope_freq_base_swa;  /* the sliding layers' RoPE */
     float rope_freq_scale_swa;
     float attn_softcap;        /* scores = cap * tanh(scores / cap), 0: none */
@@ -61,8 +70,12 @@ fx_arch fx_arch_from_name(const char *name, size_t len);
 
 /* Whether layer l attends only to the last n_swa positions. */
 static inline bool fx_layer_slides(const fx_hparams *hp, uint32_t l) {
-    return hp->n_swa > 0 && (l + 1) % hp->swa_period != 0;
+    return hp->n_swa > 0 && (hp->swa_period == 0 || (l + 1) % hp->swa_period != 0);
 }
+
+/* Whether layer l keeps Q, K and V in one matrix (blk.l.attn_qkv: Phi-3's
+ * rows of Q, then K, then V). */
+bool fx_model_fused_qkv(const fx_gguf *gguf, const fx_hparams *hp, uint32_t l);
 
 /* Reads and cross-checks the hyperparameters of a supported architecture
  * and the presence, type and shape of every tensor it needs. */
@@ -99,6 +112,7 @@ typedef struct fx_weights {
     const float *output_norm;        /* [n_embd] */
     fx_matrix output;                /* tok_embd itself when tied */
     const float *rope_freqs;         /* [n_rot/2] or NULL */
+    const float *rope_long, *rope_short; /* phi3 LongRoPE: [n_rot/2] or NULL */
     fx_layer_weights *layers;        /* [n_layer] */
     void *repacked;                  /* fx_weights_repack's copy, or NULL */
     fx_weights_pending *pending;     /* the copy fx_weights_finish makes */

@@ -40,6 +40,16 @@ static fx_status bind_matrix(const fx_gguf *g, const char *name, fx_matrix *m,
     return FX_OK;
 }
 
+/* rows row0..row0+n-1 of a matrix as a matrix of their own: a fused
+ * tensor's parts (Phi-3's Q, K and V; its gate and up). */
+static fx_matrix matrix_rows(const fx_matrix *m, uint32_t row0, uint32_t n) {
+    fx_matrix part = *m;
+    part.data = (const uint8_t *)m->data +
+                (size_t)row0 * fx_wtype_row_bytes(m->type, m->k);
+    part.n = n;
+    return part;
+}
+
 static fx_status bind_vector(const fx_gguf *g, const char *name,
                              const float **v, fx_error *err) {
     const fx_gguf_tensor *t;
@@ -63,6 +73,14 @@ fx_status fx_weights_bind(const fx_gguf *g, const fx_hparams *hp,
     if (fx_gguf_find_tensor(g, "rope_freqs.weight") &&
         (st = bind_vector(g, "rope_freqs.weight", &w->rope_freqs, err)))
         return st;
+    if (fx_gguf_find_tensor(g, "rope_factors_long.weight") &&
+        (st = bind_vector(g, "rope_factors_long.weight", &w->rope_long, err)))
+        return st;
+    if (fx_gguf_find_tensor(g, "rope_factors_short.weight") &&
+        (st = bind_vector(g, "rope_factors_short.weight", &w->rope_short, err)))
+        return st;
+    const uint32_t q_dim = hp->n_head * hp->head_dim;
+    const uint32_t kv_dim = hp->n_head_kv * hp->head_dim;
 
     w->layers = fx_calloc(alloc, hp->n_layer, sizeof *w->layers);
     if (!w->layers) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
@@ -76,13 +94,29 @@ fx_status fx_weights_bind(const fx_gguf *g, const fx_hparams *hp,
     snprintf(name, sizeof name, "blk.%u." suffix, i);                         \
     if ((st = bind_vector(g, name, &l->field, err)) != FX_OK) goto fail;
         VECTOR("attn_norm.weight", attn_norm)
-        MATRIX("attn_q.weight", wq)
-        MATRIX("attn_k.weight", wk)
-        MATRIX("attn_v.weight", wv)
+        if (fx_model_fused_qkv(g, hp, i)) {
+            fx_matrix qkv;
+            MATRIX("attn_qkv.weight", wq)
+            qkv = l->wq;
+            l->wq = matrix_rows(&qkv, 0, q_dim);
+            l->wk = matrix_rows(&qkv, q_dim, kv_dim);
+            l->wv = matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
+        } else {
+            MATRIX("attn_q.weight", wq)
+            MATRIX("attn_k.weight", wk)
+            MATRIX("attn_v.weight", wv)
+        }
         MATRIX("attn_output.weight", wo)
         VECTOR("ffn_norm.weight", ffn_norm)
-        MATRIX("ffn_gate.weight", w_gate)
-        MATRIX("ffn_up.weight", w_up)
+        if (hp->arch == FX_ARCH_PHI3) {
+            MATRIX("ffn_up.weight", w_up)
+            const fx_matrix gate_up = l->w_up;
+            l->w_gate = matrix_rows(&gate_up, 0, hp->n_ff);
+            l->w_up = matrix_rows(&gate_up, hp->n_ff, hp->n_ff);
+        } else {
+            MATRIX("ffn_gate.weight", w_gate)
+            MATRIX("ffn_up.weight", w_up)
+        }
         MATRIX("ffn_down.weight", w_down)
         if (hp->arch == FX_ARCH_QWEN2) {
             VECTOR("attn_q.bias", bq)

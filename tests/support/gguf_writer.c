@@ -302,16 +302,25 @@ static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
     } while (0)
     ADD("token_embd.weight", 2, d, s->n_vocab, s->type);
     ADD("output_norm.weight", 1, d, 1, 0);
+    if (s->n_ctx_orig) {
+        ADD("rope_factors_long.weight", 1, hd / 2, 1, 0);
+        ADD("rope_factors_short.weight", 1, hd / 2, 1, 0);
+    }
     if (!s->tied) ADD("output.weight", 2, d, s->n_vocab, s->type);
     for (uint32_t i = 0; i < s->n_layer; i++) {
         char nm[64];
 #define LAYER(suffix, nd, d0, d1, ty)                                         \
     snprintf(nm, sizeof nm, "blk.%u." suffix, i);                             \
     ADD(nm, nd, d0, d1, ty);
+        const int phi3 = strcmp(s->arch, "phi3") == 0;
         LAYER("attn_norm.weight", 1, d, 1, 0)
-        LAYER("attn_q.weight", 2, d, q, s->type)
-        LAYER("attn_k.weight", 2, d, kv, s->type)
-        LAYER("attn_v.weight", 2, d, kv, s->type)
+        if (phi3) {
+            LAYER("attn_qkv.weight", 2, d, q + 2 * kv, s->type)
+        } else {
+            LAYER("attn_q.weight", 2, d, q, s->type)
+            LAYER("attn_k.weight", 2, d, kv, s->type)
+            LAYER("attn_v.weight", 2, d, kv, s->type)
+        }
         LAYER("attn_output.weight", 2, q, d, s->type)
         if (strcmp(s->arch, "qwen2") == 0) {
             LAYER("attn_q.bias", 1, q, 1, 0)
@@ -327,8 +336,12 @@ static size_t plan_tensors(const gw_model_spec *s, tensor_plan *plan) {
             LAYER("post_attention_norm.weight", 1, d, 1, 0)
         }
         LAYER("ffn_norm.weight", 1, d, 1, 0)
-        LAYER("ffn_gate.weight", 2, d, s->n_ff, s->type)
-        LAYER("ffn_up.weight", 2, d, s->n_ff, s->type)
+        if (phi3) {
+            LAYER("ffn_up.weight", 2, d, 2 * (uint64_t)s->n_ff, s->type)
+        } else {
+            LAYER("ffn_gate.weight", 2, d, s->n_ff, s->type)
+            LAYER("ffn_up.weight", 2, d, s->n_ff, s->type)
+        }
         LAYER("ffn_down.weight", 2, s->n_ff, d, s->type)
         if (gemma) {
             LAYER("post_ffw_norm.weight", 1, d, 1, 0)
@@ -388,7 +401,12 @@ void gw_build_model(gw_buf *b, const gw_model_spec *s) {
     PUT(gw_kv_u32, KEY("feed_forward_length"), s->n_ff);
     PUT(gw_kv_u32, KEY("attention.head_count"), s->n_head);
     PUT(gw_kv_u32, KEY("attention.head_count_kv"), s->n_head_kv);
-    if (s->n_swa) PUT(gw_kv_u32, KEY("attention.sliding_window"), s->n_swa);
+    if (s->n_swa || strcmp(a, "phi3") == 0)
+        PUT(gw_kv_u32, KEY("attention.sliding_window"), s->n_swa);
+    if (s->n_ctx_orig) {
+        PUT(gw_kv_u32, KEY("rope.scaling.original_context_length"), s->n_ctx_orig);
+        PUT(gw_kv_f32, KEY("rope.scaling.attn_factor"), s->rope_attn_factor);
+    }
     if (s->attn_softcap != 0.0f)
         PUT(gw_kv_f32, KEY("attn_logit_softcapping"), s->attn_softcap);
     if (s->final_softcap != 0.0f)

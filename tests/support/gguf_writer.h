@@ -61,7 +61,8 @@ uint32_t gw_block_elems(uint32_t type);
  * n_vocab tokens "<t0>", "<t1>", ... (a minimal SentencePiece-like one)
  * unless the caller adds tokenizer keys itself via extra_kv. */
 typedef struct gw_model_spec {
-    const char *arch;   /* "llama", "qwen2", "qwen3", "gemma2", "gemma3" */
+    const char *arch;   /* "llama", "qwen2", "qwen3", "gemma2", "gemma3",
+                           "phi3" (fused attn_qkv and gate+up ffn_up) */
     uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
     uint32_t head_dim;  /* 0: n_embd / n_head, no key written; else
                            attention.key_length and value_length */
@@ -69,6 +70,10 @@ typedef struct gw_model_spec {
     float attn_softcap, final_softcap; /* gemma2: written unless 0 */
     float rope_base;    /* rope.freq_base; 0: 10000 */
     float rope_factor;  /* linear rope.scaling.factor, 0: not written */
+    uint32_t n_ctx_orig; /* phi3 LongRoPE: rope_factors_long/short and
+                            rope.scaling.original_context_length (this)
+                            and .attn_factor (rope_attn_factor); 0: none */
+    float rope_attn_factor;
     uint32_t type;      /* weight type of the 2-D matrices: 0 f32, 1 f16,
                            8 q8_0, 30 bf16, or with `quantize` any type
                            gw_tensor_bytes knows */
