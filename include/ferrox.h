@@ -649,9 +649,11 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
  * the vocabulary and is enough to tokenize). Two kinds are supported:
  * SentencePiece (tokenizer.ggml.model "llama") and byte-level BPE ("gpt2",
  * with the pre-tokenizers "default", "gpt-2", "llama-bpe"/"llama3",
- * "qwen2", "smollm" and their aliases). Token ids match llama.cpp's, with
- * one difference: llama.cpp always matches user-defined tokens in the
- * text, ferrox only with FX_TOKENIZE_PARSE_SPECIAL (as control tokens).
+ * "qwen2", "smollm" and their aliases). Token ids match llama.cpp's.
+ * User-defined tokens (added tokens that are not control tokens: GPT-NeoX's
+ * runs of spaces, Qwen2.5's `<tool_call>`) are matched in any text, as
+ * llama.cpp and the Hugging Face tokenizers do; control and unknown tokens
+ * only with FX_TOKENIZE_PARSE_SPECIAL.
  *
  * Loading checks every tokenizer.ggml.* key (array types and lengths,
  * special ids against the vocabulary size, byte tokens spelled `<0xHH>` and
@@ -680,10 +682,11 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
                                           the vocabulary asks for them
                                           (add_bos_token, add_eos_token) */
 #define FX_TOKENIZE_PARSE_SPECIAL 0x2u /**< fx_tokenize: text equal to a
-                                          control, unknown or user-defined
-                                          token (such as `<|im_end|>`)
-                                          becomes that token; without this
-                                          flag it is ordinary text */
+                                          control or unknown token (such as
+                                          `<|im_end|>`) becomes that token;
+                                          without this flag it is ordinary
+                                          text (user-defined tokens are
+                                          matched either way) */
 
 /**
  * Tokenizes text[0..text_len) (need not be NUL-terminated; text may be NULL

@@ -148,6 +148,20 @@ static void test_conformance_gpt2(void **state) {
     assert_int_equal(ok, total);
 }
 
+/* tests/data's other vocabularies, each against its own vectors. mpt
+ * (GPT-NeoX's vocabulary): its runs of spaces are user-defined tokens,
+ * matched before the pre-tokenizer even without special parsing. */
+static void test_conformance_more(void **state) {
+    (void)state;
+    const char *names[] = {"mpt"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t ok, total;
+        conformance(names[i], &ok, &total);
+        assert_int_equal(total, 46);
+        assert_int_equal(ok, total);
+    }
+}
+
 /* ---- round trips ---- */
 
 static const char *const k_texts[] = {
@@ -573,9 +587,12 @@ static void test_handmade_spm(void **state) {
     /* after a special token the text gets its space prefix again */
     expect_ids(m, "<|im_end|>a", FX_TOKENIZE_PARSE_SPECIAL, (const int32_t[]){267, 264}, 2);
     expect_ids(m, "<user>", FX_TOKENIZE_PARSE_SPECIAL, (const int32_t[]){268}, 1);
+    /* a user-defined token is matched without the flag too (llama.cpp,
+     * Hugging Face), a control token is not */
+    expect_ids(m, "<user>", 0, (const int32_t[]){268}, 1);
     size_t n;
-    int32_t *ids = tok(m, "<user>", 6, 0, &n);
-    for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], 268);
+    int32_t *ids = tok(m, "<|im_end|>", 10, 0, &n);
+    for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], 267);
     free(ids);
     /* user-defined tokens decode to their text even without RENDER_SPECIAL */
     expect_piece(m, 268, 0, "<user>");
@@ -699,6 +716,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conformance_spm),
         cmocka_unit_test(test_conformance_gpt2),
+        cmocka_unit_test(test_conformance_more),
         cmocka_unit_test(test_roundtrip_spm),
         cmocka_unit_test(test_roundtrip_gpt2),
         cmocka_unit_test(test_special_parsing_spm),

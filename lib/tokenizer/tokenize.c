@@ -411,7 +411,12 @@ static const char *find_bytes(const char *hay, size_t n, const char *needle, siz
 /* Splits the text at every occurrence of every special token, longest
  * tokens first over the whole text (llama.cpp's tokenizer_st_partition),
  * so a long token is never broken by a shorter one inside it. */
-static fx_status partition(tk_ctx *c, const char *text, size_t len, frag **out, size_t *n_out) {
+/* Without special parsing only the user-defined tokens are cut out: as
+ * llama.cpp and the Hugging Face tokenizers do, they are matched before
+ * anything else whatever the flags (GPT-NeoX's runs of spaces in mpt,
+ * olmo, stablelm). */
+static fx_status partition(tk_ctx *c, const char *text, size_t len, bool parse_special, frag **out,
+                           size_t *n_out) {
     frag *cur = NULL, *nxt = NULL;
     size_t cur_cap = 0, nxt_cap = 0, n = 1;
     void *p = NULL;
@@ -421,6 +426,7 @@ static fx_status partition(tk_ctx *c, const char *text, size_t len, frag **out, 
     cur[0] = (frag){0, len, -1};
     for (uint32_t s = 0; s < c->v->n_specials && st == FX_OK; s++) {
         int32_t id = c->v->specials[s];
+        if (!parse_special && c->v->types[id] != FX_TOKEN_TYPE_USER_DEFINED) continue;
         size_t tl;
         const char *tt = fx_vocab_token_text(c->v, id, &tl);
         size_t m = 0;
@@ -472,8 +478,8 @@ fx_status fx_vocab_tokenize(const struct fx_vocab *v, const fx_alloc *alloc, con
     if (add && v->add_bos) put(&c, v->special[FX_TOKEN_BOS]);
     frag one = {0, len, -1}, *frags = &one;
     size_t n_frags = len > 0 ? 1 : 0;
-    if (len > 0 && (flags & FX_TOKENIZE_PARSE_SPECIAL) && v->n_specials > 0)
-        st = partition(&c, text, len, &frags, &n_frags);
+    if (len > 0 && v->n_specials > 0)
+        st = partition(&c, text, len, (flags & FX_TOKENIZE_PARSE_SPECIAL) != 0, &frags, &n_frags);
     /* SentencePiece puts a space before the text, and again after every
      * special token, as llama.cpp does */
     bool prev_special = true;
