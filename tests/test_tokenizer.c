@@ -153,7 +153,7 @@ static void test_conformance_gpt2(void **state) {
  * matched before the pre-tokenizer even without special parsing. */
 static void test_conformance_more(void **state) {
     (void)state;
-    const char *names[] = {"mpt"};
+    const char *names[] = {"mpt", "falcon", "deepseek-llm", "deepseek-coder"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         size_t ok, total;
         conformance(names[i], &ok, &total);

@@ -91,8 +91,10 @@ static void test_pretok_blocks_equal_whole_text(void **state) {
     (void)state;
     fx_alloc alloc;
     fx_alloc_init(&alloc, NULL);
-    static const fx_pretok kinds[] = {FX_PRETOK_DEFAULT, FX_PRETOK_GPT2, FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2,
-                                      FX_PRETOK_SMOLLM};
+    static const fx_pretok kinds[] = {FX_PRETOK_DEFAULT,      FX_PRETOK_GPT2,           FX_PRETOK_LLAMA3,
+                                      FX_PRETOK_QWEN2,        FX_PRETOK_SMOLLM,         FX_PRETOK_FALCON,
+                                      FX_PRETOK_DEEPSEEK_LLM, FX_PRETOK_DEEPSEEK_CODER, FX_PRETOK_DEEPSEEK3,
+                                      FX_PRETOK_BLOOM,        FX_PRETOK_VIKING,         FX_PRETOK_TEKKEN};
     uint64_t seed = 0xabcdef;
     char text[1024];
     size_t cuts = 0;

@@ -10,10 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab_impl.h"
 
 #define END NULL
 
@@ -166,11 +168,87 @@ static void test_invalid_utf8(void **state) {
     fx_free(&alloc, ends);
 }
 
+/* The pre-tokenizers that run on regex.c's expressions, each split worked
+ * out from llama.cpp's expression by hand. */
+static void test_regex_kinds(void **state) {
+    (void)state;
+    fx_pretok k;
+    assert_true(fx_pretok_from_name("poro-chat", 9, &k));
+    assert_int_equal(k, FX_PRETOK_BLOOM);
+    assert_true(fx_pretok_from_name("chatglm-bpe", 11, &k));
+    assert_int_equal(k, FX_PRETOK_LLAMA3);
+    /* " ?[^(\s|.,!?...)]+": a space joins a run, the listed marks and
+     * parentheses stay between runs, consecutive ones one piece */
+    SPLIT(FX_PRETOK_BLOOM, "Hello, world! (yes)", "Hello", ",", " world", "! (", "yes", ")");
+    SPLIT(FX_PRETOK_VIKING, "abc123 x", "abc", "1", "2", "3", " x");
+    /* camel case cut before each capital that starts a lower-case run;
+     * an all-caps word by the second alternative */
+    SPLIT(FX_PRETOK_TEKKEN, "HelloWorld ALLCAPS x9", "Hello", "World", " ALLCAPS", " x", "9");
+    /* digits in threes first, CJK runs, then the llama3-like rest */
+    SPLIT(FX_PRETOK_DEEPSEEK3, "abc 12345 \xe4\xb8\xad\xe6\x96\x87 x!", "abc", " ", "123", "45", " ",
+          "\xe4\xb8\xad\xe6\x96\x87", " x", "!");
+    /* \s sees whitespace beyond ASCII (U+3000), \p{L} letters beyond it */
+    SPLIT(FX_PRETOK_DEEPSEEK_CODER, "\xc3\xa9t\xc3\xa9\xe3\x80\x80ok", "\xc3\xa9t\xc3\xa9",
+          "\xe3\x80\x80ok");
+}
+
+/* A search that would be quadratic ("\s+$" tried from every space of a
+ * long run that does not reach the end) stops at its step budget and
+ * leaves the rest one piece: it ends, and the pieces still cover the
+ * text. */
+static void test_regex_budget(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    enum { SPACES = 200000 };
+    char *text = malloc(SPACES + 4);
+    assert_non_null(text);
+    memset(text, ' ', SPACES);
+    memcpy(text + SPACES, "\xe4\xb8\xad", 3);
+    size_t *ends = NULL, n = 0;
+    assert_int_equal(fx_pretok_split(FX_PRETOK_DEEPSEEK_LLM, &alloc, text, SPACES + 3, &ends, &n, NULL), FX_OK);
+    assert_true(n >= 1);
+    for (size_t i = 1; i < n; i++) assert_true(ends[i] > ends[i - 1]);
+    assert_int_equal(ends[n - 1], SPACES + 3);
+    fx_free(&alloc, ends);
+    free(text);
+}
+
+/* Expressions outside what regex.c takes are refused when compiled (the
+ * library's own tables are compiled by the tests above). */
+static void test_regex_compile(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    const char *bad[] = {"(ab)+", "a+?", "\\d", "[z-a]", "(a", "[ab", "a{3,2}", "*a", ".", "\\p{Q}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fx_rx *rx = NULL;
+        fx_error err;
+        if (fx_rx_compile(&alloc, bad[i], &rx, &err) != FX_ERR_INTERNAL) fail_msg("'%s' compiled", bad[i]);
+        assert_null(rx);
+    }
+    fx_rx *rx = NULL;
+    assert_int_equal(fx_rx_compile(&alloc, "(?:ab){0,0}x{2,3}(?!y)|[^\\s]", &rx, NULL), FX_ERR_INTERNAL);
+    assert_int_equal(fx_rx_compile(&alloc, "x{2,3}(?!y)|[^\\s]$", &rx, NULL), FX_OK);
+    uint32_t sym[6] = {'x', 'x', 'x', 'y', 'a', 'x'};
+    size_t ends[12];
+    /* "xxx" then y: (?!y) fails after 3 x, so 2 x; then "x" + "y"? no:
+     * [^\s]$ needs the end, so "xy" stays between; "ax"? [^\s]$ only
+     * the last */
+    size_t n = fx_rx_split(rx, sym, 6, 0, ends, 0);
+    const size_t want[] = {2, 5, 6};
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) assert_int_equal(ends[i], want[i]);
+    fx_rx_free(rx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),   cmocka_unit_test(test_empty),   cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_llama3),  cmocka_unit_test(test_qwen2),   cmocka_unit_test(test_smollm),
         cmocka_unit_test(test_default), cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_regex_kinds), cmocka_unit_test(test_regex_budget),
+        cmocka_unit_test(test_regex_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

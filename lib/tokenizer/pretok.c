@@ -19,13 +19,7 @@
 
 #include "vocab_impl.h"
 
-enum {
-    CF_L = 1,    /* \p{L} */
-    CF_N = 2,    /* \p{N} */
-    CF_WS = 4,   /* \s: the White_Space property */
-    CF_P = 8,    /* \p{P} */
-    CF_ANY = 16  /* set on every code point, so 0 means "past the end" */
-};
+enum { CF_L = FX_CF_L, CF_N = FX_CF_N, CF_WS = FX_CF_WS, CF_P = FX_CF_P, CF_ANY = FX_CF_ANY };
 
 size_t fx_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     unsigned c = s[0];
@@ -111,6 +105,13 @@ static uint8_t cp_flags(uint32_t c) {
     case UTF8PROC_CATEGORY_PE: case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF:
     case UTF8PROC_CATEGORY_PO:
         f |= CF_P;
+        break;
+    case UTF8PROC_CATEGORY_SM: case UTF8PROC_CATEGORY_SC: case UTF8PROC_CATEGORY_SK:
+    case UTF8PROC_CATEGORY_SO:
+        f |= FX_CF_S;
+        break;
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+        f |= FX_CF_M;
         break;
     default:
         break;
@@ -287,7 +288,15 @@ static void scan_matches(const pt_text *t, size_t b, size_t e, pt_match m, pt_ou
     emit(o, e);
 }
 
-typedef enum { PASS_GPT2, PASS_LLAMA3, PASS_QWEN2, PASS_DIGIT, PASS_DIGITS, PASS_ASCII3, PASS_PUNCT } pt_pass;
+typedef enum {
+    PASS_GPT2, PASS_LLAMA3, PASS_QWEN2, PASS_DIGIT, PASS_DIGITS, PASS_ASCII3, PASS_PUNCT,
+    PASS_REGEX /* an expression for regex.c */
+} pt_pass;
+
+typedef struct pt_step {
+    pt_pass pass;
+    const char *re; /* PASS_REGEX */
+} pt_step;
 
 static void run_pass(pt_pass p, const pt_text *t, size_t b, size_t e, pt_out *o) {
     switch (p) {
@@ -298,26 +307,117 @@ static void run_pass(pt_pass p, const pt_text *t, size_t b, size_t e, pt_out *o)
     case PASS_DIGITS: scan_matches(t, b, e, match_digits, o); break;
     case PASS_ASCII3: scan_matches(t, b, e, match_ascii3, o); break;
     case PASS_PUNCT: scan_matches(t, b, e, match_punct, o); break;
+    case PASS_REGEX: break;
     }
 }
 
-static fx_status passes_of(fx_pretok kind, const pt_pass **passes, size_t *n, fx_error *err) {
-    static const pt_pass k_default[] = {PASS_PUNCT, PASS_GPT2, PASS_DIGITS, PASS_ASCII3};
-    static const pt_pass k_gpt2[] = {PASS_GPT2};
-    static const pt_pass k_llama3[] = {PASS_LLAMA3};
-    static const pt_pass k_qwen2[] = {PASS_QWEN2};
-    static const pt_pass k_smollm[] = {PASS_DIGIT, PASS_GPT2};
+/* llama.cpp's expressions (llama-vocab.cpp) where no scanner above is the
+ * same: falcon's first and deepseek-coder's are the punctuation and letter
+ * runs with other members, deepseek-llm's letters are a list of ranges. */
+#define RE_LLAMA3_TAIL "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+#define RE_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+"
+static const pt_step k_falcon[] = {
+    {PASS_REGEX, "[\\p{P}\\$\\+<=>\\^~\\|`]+"}, {PASS_GPT2, NULL}, {PASS_ASCII3, NULL}};
+static const pt_step k_deepseek_llm[] = {
+    {PASS_REGEX, "[\r\n]"},
+    {PASS_REGEX,
+     "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf"
+     "\xc7\x84-\xca\x93\xca\x95-\xca\xaf\xcd\xb0-\xcd\xb3\xcd\xb6\xcd\xb7\xcd\xbb-\xcd\xbd"
+     "\xcd\xbf\xce\x86\xce\x88-\xce\x8a\xce\x8c\xce\x8e-\xce\xa1\xce\xa3-\xcf\xb5\xcf\xb7-"
+     "\xd2\x81\xd2\x8a-\xd4\xaf\xd4\xb1-\xd5\x96\xe1\x82\xa0-\xe1\x83\x85\xe1\x8e\xa0-\xe1"
+     "\x8f\xb5\xe1\x8f\xb8-\xe1\x8f\xbd\xe1\xb2\x90-\xe1\xb2\xba\xe1\xb2\xbd-\xe1\xb2\xbf"
+     "\xe1\xb4\x80-\xe1\xb4\xab\xe1\xb5\xab-\xe1\xb5\xb7\xe1\xb5\xb9-\xe1\xb6\x9a\xe1\xb8"
+     "\x80-\xe1\xbc\x95\xe1\xbc\x98-\xe1\xbc\x9d\xe1\xbc\xa0-\xe1\xbd\x85\xe1\xbd\x88-\xe1"
+     "\xbd\x8d\xe1\xbd\x90-\xe1\xbd\x97\xe1\xbd\x99\xe1\xbd\x9b\xe1\xbd\x9d\xe1\xbd\x9f-"
+     "\xe1\xbd\xbd\xe1\xbe\x80-\xe1\xbe\xb4\xe1\xbe\xb6-\xe1\xbe\xbc\xe1\xbe\xbe\xe1\xbf"
+     "\x82-\xe1\xbf\x84\xe1\xbf\x86-\xe1\xbf\x8c\xe1\xbf\x90-\xe1\xbf\x93\xe1\xbf\x96-\xe1"
+     "\xbf\x9b\xe1\xbf\xa0-\xe1\xbf\xac\xe1\xbf\xb2-\xe1\xbf\xb4\xe1\xbf\xb6-\xe1\xbf\xbc"
+     "\xe2\x84\x82\xe2\x84\x87\xe2\x84\x8a-\xe2\x84\x93\xe2\x84\x95\xe2\x84\x99-\xe2\x84"
+     "\x9d\xe2\x84\xa4\xe2\x84\xa6\xe2\x84\xa8\xe2\x84\xaa-\xe2\x84\xad\xe2\x84\xaf-\xe2"
+     "\x84\xb4\xe2\x84\xb9\xe2\x84\xbc-\xe2\x84\xbf\xe2\x85\x85-\xe2\x85\x89\xe2\x85\x8e"
+     "\xe2\x86\x83\xe2\x86\x84\xe2\xb0\x80-\xe2\xb1\xbb\xe2\xb1\xbe-\xe2\xb3\xa4\xe2\xb3"
+     "\xab-\xe2\xb3\xae\xe2\xb3\xb2\xe2\xb3\xb3\xea\x99\x80-\xea\x99\xad\xea\x9a\x80-\xea"
+     "\x9a\x9b\xea\x9c\xa2-\xea\x9d\xaf\xea\x9d\xb1-\xea\x9e\x87\xea\x9e\x8b-\xea\x9e\x8e"
+     "\xea\xad\xb0-\xea\xae\xbf\xef\xac\x80-\xef\xac\x86\xef\xac\x93-\xef\xac\x97\xef\xbc"
+     "\xa1-\xef\xbc\xba\xef\xbd\x81-\xef\xbd\x9a\xf0\x90\x90\x80-\xf0\x90\x91\x8f\xf0\x90"
+     "\x92\xb0-\xf0\x90\x93\x93\xf0\x90\x93\x98-\xf0\x90\x93\xbb\xf0\x90\xb2\x80-\xf0\x90"
+     "\xb2\xb2\xf0\x90\xb3\x80-\xf0\x90\xb3\xb2\xf0\x91\xa2\xa0-\xf0\x91\xa3\x9f\xf0\x9e"
+     "\xa4\x80-\xf0\x9e\xa5\x83]+"},
+    {PASS_REGEX, "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-"
+                 "\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+"},
+    {PASS_REGEX, "\\s+$"},
+    {PASS_REGEX, RE_CJK},
+    {PASS_DIGITS, NULL}};
+static const pt_step k_deepseek_coder[] = {
+    {PASS_REGEX, "[\r\n]"}, {PASS_REGEX, "\\s?\\p{L}+"}, {PASS_REGEX, "\\s?\\p{P}+"},
+    {PASS_REGEX, RE_CJK}, {PASS_DIGIT, NULL}};
+static const pt_step k_deepseek3[] = {
+    {PASS_REGEX, "\\p{N}{1,3}"},
+    {PASS_REGEX, "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+"},
+    {PASS_REGEX, "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
+                 "[\\p{L}\\p{M}]+" RE_LLAMA3_TAIL}};
+/* " ?[^(\s|.,!?…。，、।۔،)]+" */
+#define RE_BLOOM " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+static const pt_step k_bloom[] = {{PASS_REGEX, RE_BLOOM}};
+static const pt_step k_viking[] = {{PASS_REGEX, RE_BLOOM}, {PASS_DIGIT, NULL}};
+static const pt_step k_tekken[] = {
+    {PASS_REGEX, "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|"
+                 "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| "
+                 "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
+
+static fx_status passes_of(fx_pretok kind, const pt_step **steps, size_t *n, fx_error *err) {
+    static const pt_step k_default[] = {
+        {PASS_PUNCT, NULL}, {PASS_GPT2, NULL}, {PASS_DIGITS, NULL}, {PASS_ASCII3, NULL}};
+    static const pt_step k_gpt2[] = {{PASS_GPT2, NULL}};
+    static const pt_step k_llama3[] = {{PASS_LLAMA3, NULL}};
+    static const pt_step k_qwen2[] = {{PASS_QWEN2, NULL}};
+    static const pt_step k_smollm[] = {{PASS_DIGIT, NULL}, {PASS_GPT2, NULL}};
+#define STEPS(a) (*steps = (a), *n = sizeof(a) / sizeof *(a), FX_OK)
     switch (kind) {
-    case FX_PRETOK_DEFAULT: *passes = k_default; *n = 4; return FX_OK;
-    case FX_PRETOK_GPT2: *passes = k_gpt2; *n = 1; return FX_OK;
-    case FX_PRETOK_LLAMA3: *passes = k_llama3; *n = 1; return FX_OK;
-    case FX_PRETOK_QWEN2: *passes = k_qwen2; *n = 1; return FX_OK;
-    case FX_PRETOK_SMOLLM: *passes = k_smollm; *n = 2; return FX_OK;
+    case FX_PRETOK_DEFAULT: return STEPS(k_default);
+    case FX_PRETOK_GPT2: return STEPS(k_gpt2);
+    case FX_PRETOK_LLAMA3: return STEPS(k_llama3);
+    case FX_PRETOK_QWEN2: return STEPS(k_qwen2);
+    case FX_PRETOK_SMOLLM: return STEPS(k_smollm);
+    case FX_PRETOK_FALCON: return STEPS(k_falcon);
+    case FX_PRETOK_DEEPSEEK_LLM: return STEPS(k_deepseek_llm);
+    case FX_PRETOK_DEEPSEEK_CODER: return STEPS(k_deepseek_coder);
+    case FX_PRETOK_DEEPSEEK3: return STEPS(k_deepseek3);
+    case FX_PRETOK_BLOOM: return STEPS(k_bloom);
+    case FX_PRETOK_VIKING: return STEPS(k_viking);
+    case FX_PRETOK_TEKKEN: return STEPS(k_tekken);
     default: return fx_fail(err, FX_ERR_INVALID_ARG, "pre-tokenizer: no such kind (%d)", (int)kind);
     }
+#undef STEPS
+}
+
+/* The expressions of kind, compiled into ws once. */
+static fx_status ws_expressions(fx_pretok_ws *ws, fx_pretok kind, const pt_step *steps, size_t n,
+                                fx_error *err) {
+    if (ws->rx_kind == kind && kind != FX_PRETOK_NONE) return FX_OK;
+    for (size_t i = 0; i < sizeof ws->rx / sizeof *ws->rx; i++) {
+        fx_rx_free(ws->rx[i]);
+        ws->rx[i] = NULL;
+    }
+    ws->rx_kind = FX_PRETOK_NONE;
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (steps[i].pass != PASS_REGEX) continue;
+        fx_status st = fx_rx_compile(ws->alloc, steps[i].re, &ws->rx[r++], err);
+        if (st != FX_OK) return st;
+    }
+    ws->rx_kind = kind;
+    return FX_OK;
 }
 
 void fx_pretok_ws_free(fx_pretok_ws *ws) {
+    for (size_t i = 0; i < sizeof ws->rx / sizeof *ws->rx; i++) {
+        fx_rx_free(ws->rx[i]);
+        ws->rx[i] = NULL;
+    }
+    ws->rx_kind = FX_PRETOK_NONE;
+    fx_free(ws->alloc, ws->sym);
+    ws->sym = NULL;
     fx_free(ws->alloc, ws->cp);
     fx_free(ws->alloc, ws->fl);
     fx_free(ws->alloc, ws->boff);
@@ -331,7 +431,7 @@ void fx_pretok_ws_free(fx_pretok_ws *ws) {
 
 fx_status fx_pretok_ws_split(fx_pretok_ws *ws, fx_pretok kind, const char *text, size_t len,
                              const size_t **ends, size_t *n_pieces, fx_error *err) {
-    const pt_pass *passes = NULL;
+    const pt_step *passes = NULL;
     size_t n_passes = 0;
     fx_status st = passes_of(kind, &passes, &n_passes, err);
     if (st != FX_OK) return st;
@@ -347,12 +447,15 @@ fx_status fx_pretok_ws_split(fx_pretok_ws *ws, fx_pretok kind, const char *text,
         ws->boff = fx_malloc_array(ws->alloc, cap, sizeof(size_t));
         ws->a = fx_malloc_array(ws->alloc, cap, sizeof(size_t));
         ws->b = fx_malloc_array(ws->alloc, cap, sizeof(size_t));
-        if (!ws->cp || !ws->fl || !ws->boff || !ws->a || !ws->b) {
+        ws->sym = fx_malloc_array(ws->alloc, cap, sizeof(uint32_t));
+        if (!ws->cp || !ws->fl || !ws->boff || !ws->a || !ws->b || !ws->sym) {
             fx_pretok_ws_free(ws);
             return fx_fail(err, FX_ERR_NOMEM, "tokenize: out of memory (pre-tokenizing %zu bytes)", len);
         }
         ws->cap = cap;
     }
+    /* after the buffers: growing them frees the expressions too */
+    if ((st = ws_expressions(ws, kind, passes, n_passes, err)) != FX_OK) return st;
     pt_text t = {ws->cp, ws->fl, 0};
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
@@ -365,11 +468,15 @@ fx_status fx_pretok_ws_split(fx_pretok_ws *ws, fx_pretok kind, const char *text,
     /* pass 0 splits the whole text; later ones split each earlier piece */
     size_t *a = ws->a, *b = ws->b, n_in = 1;
     a[0] = t.n;
-    for (size_t p = 0; p < n_passes; p++) {
+    for (size_t p = 0, r = 0; p < n_passes; p++) {
         pt_out o = {b, 0, 0};
         size_t start = 0;
+        const fx_rx *rx = passes[p].pass == PASS_REGEX ? ws->rx[r++] : NULL;
+        if (rx)
+            for (size_t i = 0; i < t.n; i++) ws->sym[i] = fx_rx_symbol(rx, t.cp[i], t.fl[i]);
         for (size_t i = 0; i < n_in; i++) {
-            run_pass(passes[p], &t, start, a[i], &o);
+            if (rx) o.n = fx_rx_split(rx, ws->sym + start, a[i] - start, start, o.end, o.n);
+            else run_pass(passes[p].pass, &t, start, a[i], &o);
             start = a[i];
         }
         size_t *tmp = a;
@@ -385,7 +492,7 @@ fx_status fx_pretok_ws_split(fx_pretok_ws *ws, fx_pretok kind, const char *text,
 
 fx_status fx_pretok_split(fx_pretok kind, const fx_alloc *alloc, const char *text, size_t len,
                           size_t **ends, size_t *n_pieces, fx_error *err) {
-    fx_pretok_ws ws = {alloc, NULL, NULL, NULL, NULL, NULL, 0};
+    fx_pretok_ws ws = {.alloc = alloc};
     const size_t *e = NULL;
     *ends = NULL;
     *n_pieces = 0;

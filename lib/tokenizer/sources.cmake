@@ -4,6 +4,7 @@
 set(_fx_tokenizer_sources
   ${CMAKE_CURRENT_LIST_DIR}/vocab.c
   ${CMAKE_CURRENT_LIST_DIR}/pretok.c
+  ${CMAKE_CURRENT_LIST_DIR}/regex.c
   ${CMAKE_CURRENT_LIST_DIR}/tokenize.c
   ${CMAKE_CURRENT_LIST_DIR}/decode.c
   ${CMAKE_CURRENT_LIST_DIR}/../api/api_tokenize.c)

@@ -373,7 +373,7 @@ static fx_status bpe_word(tk_ctx *c, const unsigned char *w, size_t len) {
 #define BPE_BLOCK 16384
 
 static fx_status bpe_fragment(tk_ctx *c, const char *text, size_t len) {
-    fx_pretok_ws ws = {c->a, NULL, NULL, NULL, NULL, NULL, 0};
+    fx_pretok_ws ws = {.alloc = c->a};
     fx_status st = FX_OK;
     for (size_t from = 0; st == FX_OK && from < len;) {
         size_t to = fx_pretok_block_end(text, from, len, BPE_BLOCK), n = 0, start = 0;

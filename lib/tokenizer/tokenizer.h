@@ -77,7 +77,15 @@ typedef enum fx_pretok {
     FX_PRETOK_GPT2,
     FX_PRETOK_LLAMA3,
     FX_PRETOK_QWEN2,
-    FX_PRETOK_SMOLLM
+    FX_PRETOK_SMOLLM,
+    /* through regex.c's expressions (pretok.c lists them) */
+    FX_PRETOK_FALCON,
+    FX_PRETOK_DEEPSEEK_LLM,
+    FX_PRETOK_DEEPSEEK_CODER,
+    FX_PRETOK_DEEPSEEK3,
+    FX_PRETOK_BLOOM,
+    FX_PRETOK_VIKING,
+    FX_PRETOK_TEKKEN
 } fx_pretok;
 
 /* Maps a tokenizer.ggml.pre name to its kind; false if unknown. */

@@ -215,6 +215,16 @@ static const struct {
     {"codeshell", FX_PRETOK_SMOLLM, false, false},
     {"exaone", FX_PRETOK_SMOLLM, false, false},
     {"minerva-7b", FX_PRETOK_SMOLLM, false, false},
+    {"chatglm-bpe", FX_PRETOK_LLAMA3, false, false},
+    {"falcon", FX_PRETOK_FALCON, false, false},
+    {"deepseek-llm", FX_PRETOK_DEEPSEEK_LLM, false, false},
+    {"deepseek-coder", FX_PRETOK_DEEPSEEK_CODER, false, false},
+    {"deepseek-v3", FX_PRETOK_DEEPSEEK3, false, false},
+    {"bloom", FX_PRETOK_BLOOM, false, false},
+    {"poro-chat", FX_PRETOK_BLOOM, false, false},
+    {"gpt3-finnish", FX_PRETOK_BLOOM, false, false},
+    {"viking", FX_PRETOK_VIKING, false, false},
+    {"tekken", FX_PRETOK_TEKKEN, true, true},
 };
 
 static int pre_lookup(const char *name, size_t len) {

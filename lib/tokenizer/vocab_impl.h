@@ -89,6 +89,31 @@ size_t fx_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the length. */
 size_t fx_utf8_encode(uint32_t cp, unsigned char *out);
 
+/* A code point's classes for the pre-tokenizers (pretok.c). */
+enum {
+    FX_CF_L = 1,    /* \p{L} */
+    FX_CF_N = 2,    /* \p{N} */
+    FX_CF_WS = 4,   /* \s: the White_Space property */
+    FX_CF_P = 8,    /* \p{P} */
+    FX_CF_ANY = 16, /* set on every code point, so 0 means "past the end" */
+    FX_CF_S = 32,   /* \p{S}, beyond ASCII (regex.c has ASCII's) */
+    FX_CF_M = 64    /* \p{M} */
+};
+
+/* ---- regular expressions (regex.c) ---- */
+
+typedef struct fx_rx fx_rx;
+fx_status fx_rx_compile(const fx_alloc *alloc, const char *expr, fx_rx **out, fx_error *err);
+void fx_rx_free(fx_rx *rx);
+/* The symbol the expression matches code point cp (classes cf) as. */
+uint32_t fx_rx_symbol(const fx_rx *rx, uint32_t cp, unsigned cf);
+/* Splits the n symbols of one piece as llama.cpp's unicode_regex_split
+ * does (each match a piece, the text between matches a piece), appending
+ * base + the end of each to ends[n_ends..]; returns the new count (at most
+ * n more). */
+size_t fx_rx_split(const fx_rx *rx, const uint32_t *sym, size_t n, size_t base, size_t *ends,
+                   size_t n_ends);
+
 /* ---- pre-tokenizer workspace (pretok.c) ---- */
 
 /* Buffers reused across calls so that splitting text block by block
@@ -98,7 +123,10 @@ typedef struct fx_pretok_ws {
     uint32_t *cp;           /* [cap] code points */
     uint8_t *fl;            /* [cap] their classes */
     size_t *boff, *a, *b;   /* [cap] byte offsets, piece ends (two passes) */
+    uint32_t *sym;          /* [cap] code points as an expression sees them */
     size_t cap;
+    fx_pretok rx_kind;      /* the kind rx holds the expressions of */
+    fx_rx *rx[4];           /* compiled at its first split */
 } fx_pretok_ws;
 
 /* As fx_pretok_split, but *ends points into the workspace (valid until

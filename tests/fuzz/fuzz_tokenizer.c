@@ -79,9 +79,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t nv = fx_vocab_n_tokens(v);
     fx_error err;
 
-    static const fx_pretok kinds[4] = {FX_PRETOK_NONE, FX_PRETOK_LLAMA3,
-                                       FX_PRETOK_QWEN2, FX_PRETOK_GPT2};
-    if (mode >> 6) check_pretok(kinds[mode >> 6], text, len);
+    /* bits 4-7: a pre-tokenizer to split the text with on its own (the
+     * regex ones included), 0 none */
+    static const fx_pretok kinds[16] = {
+        FX_PRETOK_NONE,         FX_PRETOK_LLAMA3,         FX_PRETOK_QWEN2,     FX_PRETOK_GPT2,
+        FX_PRETOK_DEFAULT,      FX_PRETOK_SMOLLM,         FX_PRETOK_FALCON,    FX_PRETOK_DEEPSEEK_LLM,
+        FX_PRETOK_DEEPSEEK_CODER, FX_PRETOK_DEEPSEEK3,    FX_PRETOK_BLOOM,     FX_PRETOK_VIKING,
+        FX_PRETOK_TEKKEN,       FX_PRETOK_NONE,           FX_PRETOK_NONE,      FX_PRETOK_NONE};
+    if (kinds[mode >> 4] != FX_PRETOK_NONE) check_pretok(kinds[mode >> 4], text, len);
 
     /* Ask with a small buffer first when bit 3 is set: the answer must be
      * the size needed, and the same as with room to spare. */
