@@ -14,6 +14,15 @@
 
 _Static_assert(sizeof(fx_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 
+/* The AVX2 form of an op for a context on AVX2 or AVX-512, else the
+ * portable one: every form gives the same bits. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FX_OPS_PICK(isa, avx2, portable) \
+    ((isa) == FX_ISA_AVX2 || (isa) == FX_ISA_AVX512 ? (avx2) : (portable))
+#else
+#define FX_OPS_PICK(isa, avx2, portable) ((void)(isa), (portable))
+#endif
+
 void fx_rmsnorm(float *out, const float *x, const float *w, size_t n,
                 float eps) {
     if (n == 0) return;
@@ -169,14 +178,7 @@ static FX_OPS_AVX2 void softmax_avx2(float *x, size_t n) {
 }
 #endif
 
-fx_softmax_fn fx_softmax_for(fx_isa isa) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return softmax_avx2;
-#else
-    (void)isa;
-#endif
-    return fx_softmax;
-}
+fx_softmax_fn fx_softmax_for(fx_isa isa) { return FX_OPS_PICK(isa, softmax_avx2, fx_softmax); }
 
 /* silu(v) = v * sigmoid(v), with e = exp(-|v|) <= 1 from fx_exp_le0:
  * sigmoid(v) = 1 / (1 + e) for v >= 0 and e / (1 + e) below, so exp never
@@ -287,32 +289,11 @@ static FX_OPS_AVX2 void softcap_avx2(float *x, size_t n, float cap) {
 }
 #endif
 
-fx_swiglu_fn fx_geglu_for(fx_isa isa) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return geglu_avx2;
-#else
-    (void)isa;
-#endif
-    return fx_geglu;
-}
+fx_swiglu_fn fx_geglu_for(fx_isa isa) { return FX_OPS_PICK(isa, geglu_avx2, fx_geglu); }
 
-fx_softcap_fn fx_softcap_for(fx_isa isa) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return softcap_avx2;
-#else
-    (void)isa;
-#endif
-    return fx_softcap;
-}
+fx_softcap_fn fx_softcap_for(fx_isa isa) { return FX_OPS_PICK(isa, softcap_avx2, fx_softcap); }
 
-fx_swiglu_fn fx_swiglu_for(fx_isa isa) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (isa == FX_ISA_AVX2 || isa == FX_ISA_AVX512) return swiglu_avx2;
-#else
-    (void)isa;
-#endif
-    return fx_swiglu;
-}
+fx_swiglu_fn fx_swiglu_for(fx_isa isa) { return FX_OPS_PICK(isa, swiglu_avx2, fx_swiglu); }
 
 void fx_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
