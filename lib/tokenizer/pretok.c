@@ -403,6 +403,8 @@ static fx_status ws_expressions(fx_pretok_ws *ws, fx_pretok kind, const pt_step 
     size_t r = 0;
     for (size_t i = 0; i < n; i++) {
         if (steps[i].pass != PASS_REGEX) continue;
+        if (r == FX_PRETOK_MAX_RX)
+            return fx_fail(err, FX_ERR_INTERNAL, "pre-tokenizer: more than %d expressions", FX_PRETOK_MAX_RX);
         fx_status st = fx_rx_compile(ws->alloc, steps[i].re, &ws->rx[r++], err);
         if (st != FX_OK) return st;
     }

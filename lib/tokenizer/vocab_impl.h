@@ -116,6 +116,10 @@ size_t fx_rx_split(const fx_rx *rx, const uint32_t *sym, size_t n, size_t base, 
 
 /* ---- pre-tokenizer workspace (pretok.c) ---- */
 
+/* The most expressions a pre-tokenizer runs through regex.c
+ * (deepseek-llm's 5). */
+#define FX_PRETOK_MAX_RX 6
+
 /* Buffers reused across calls so that splitting text block by block
  * allocates once. */
 typedef struct fx_pretok_ws {
@@ -126,7 +130,7 @@ typedef struct fx_pretok_ws {
     uint32_t *sym;          /* [cap] code points as an expression sees them */
     size_t cap;
     fx_pretok rx_kind;      /* the kind rx holds the expressions of */
-    fx_rx *rx[4];           /* compiled at its first split */
+    fx_rx *rx[FX_PRETOK_MAX_RX]; /* compiled at its first split */
 } fx_pretok_ws;
 
 /* As fx_pretok_split, but *ends points into the workspace (valid until
