@@ -640,10 +640,12 @@ static uint32_t q4_k_m_type(const char *name, void *user) {
  * in 16-row groups, the file's pages dropped), its KV cache and some
  * scratch: never both. The model is large enough (about 22 MB) that a
  * second copy would break the bound. */
-static void test_resident(void **state) {
-    (void)state;
+/* tied: the output is the embedding table, copied (repacked) as the
+ * output while the table's rows are looked up in the mapping. */
+static void resident_case(int tied) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
+    spec.tied = tied;
     spec.n_embd = 1024;
     spec.n_head = 8;
     spec.n_head_kv = 8;
@@ -700,6 +702,12 @@ static void test_resident(void **state) {
     free(logits);
     unload(&l);
     unlink(path);
+}
+
+static void test_resident(void **state) {
+    (void)state;
+    resident_case(0);
+    resident_case(1);
 }
 
 int main(void) {

@@ -123,8 +123,10 @@ typedef struct fx_weights {
 fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
                           const fx_alloc *alloc, fx_weights *w, fx_error *err);
 /* Plans a copy of the matrices the matmuls read (not the embedding table,
- * which is read by row, nor an output tied to it, nor the block types of
- * quants.h where their kernels read the file's layout in place as fast)
+ * which is read by row, nor the block types of quants.h where their
+ * kernels read the file's layout in place as fast; an output tied to the
+ * embedding table is copied as the output, the table itself staying in
+ * the mapping for its row lookups)
  * into one allocation on huge pages, the block types into 16-row groups
  * where the kernels prefer them (fx_kernels_prefer_qr16: AVX-512 VNNI),
  * Q8_0 repacked into FX_WTYPE_Q8_0_R16
