@@ -36,7 +36,8 @@ struct fx_forward {
     float *gate;     /* [max_tokens][n_ff] */
     float *up;       /* [max_tokens][n_ff] */
     float *rope;     /* [max_tokens][n_rot] cos/sin per token */
-    float *rope_swa; /* the same for sliding layers, or NULL */
+    float *rope_swa; /* the same for sliding layers where their RoPE
+                        differs (Gemma 3), else NULL: f->rope serves */
     const float *rope_factors; /* Llama 3's, or LongRoPE's long or short
                                   ones for this max_ctx, or NULL */
     float *scores;   /* [n_threads][heads per KV head][max_ctx] attention
@@ -99,7 +100,10 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     f->gate = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->up = fx_malloc_array(alloc, t * hp->n_ff, sizeof(float));
     f->rope = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
-    if (hp->n_swa > 0)
+    const bool own_swa_rope = hp->n_swa > 0 &&
+                              (hp->rope_freq_base_swa != hp->rope_freq_base ||
+                               hp->rope_freq_scale_swa != hp->rope_freq_scale);
+    if (own_swa_rope)
         f->rope_swa = fx_malloc_array(alloc, t * hp->n_rot, sizeof(float));
     f->scores = fx_malloc_array(alloc,
                                 (size_t)threads * (hp->n_head / hp->n_head_kv) *
@@ -107,7 +111,7 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
                                 sizeof(float));
     if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->attn || !f->proj ||
         !f->gate || !f->up || !f->rope || !f->scores ||
-        (hp->n_swa > 0 && !f->rope_swa)) {
+        (own_swa_rope && !f->rope_swa)) {
         fx_forward_free(f);
         return fx_fail(err, FX_ERR_NOMEM,
                        "out of memory for forward scratch (%u tokens)",
@@ -152,8 +156,8 @@ static void place_kv(const attn_job *job, uint32_t t, uint32_t kv_head) {
     const uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const fx_fwd_token *tok = &job->tokens[t];
     const fx_kv_view *view = &job->views[tok->seq];
-    const float *cs = (fx_layer_slides(hp, job->layer) ? f->rope_swa : f->rope) +
-                      (size_t)t * hp->n_rot;
+    const bool own_rope = f->rope_swa && fx_layer_slides(hp, job->layer);
+    const float *cs = (own_rope ? f->rope_swa : f->rope) + (size_t)t * hp->n_rot;
     const size_t at = (size_t)t * f->kv_dim + (size_t)kv_head * hd;
     float *q = f->q + (size_t)t * f->q_dim + (size_t)kv_head * group * hd;
     if (lw->q_norm) {
