@@ -96,7 +96,8 @@ static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned thread
         return -1;
     }
     s->blocks[0] = s->kv;
-    s->view = (fx_kv_view){s->blocks, 1, ctx, (size_t)ctx * hp->head_dim};
+    s->view = (fx_kv_view){.blocks = s->blocks, .n_blocks = 1, .block_tokens = ctx,
+                           .run_stride = (size_t)ctx * hp->head_dim};
     return 0;
 }
 

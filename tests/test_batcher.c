@@ -294,8 +294,14 @@ static void prefix_cache(const char *path) {
     assert_int_equal(submit_ids(b, p, 40, 12, 0.9f, 77, &second, FX_REQUEST_IGNORE_EOS), FX_OK);
     run_until_idle(b);
     assert_int_equal(first.usage.cached_tokens, 0);
-    /* 39 adoptable positions hold 4 whole blocks of 8. */
+    /* 39 adoptable positions hold 4 whole blocks of 8 -- with Gemma 3's
+     * sliding layers in rings (a window of 5 plus a step of 64 is 10
+     * blocks, of 16 in a row), the window before them too. */
     assert_int_equal(second.usage.cached_tokens, 32);
+    fx_batcher_stats rs;
+    fx_batcher_impl_stats(fx_batcher_get_impl(b), &rs);
+    assert_int_equal(rs.ring_total > 0, path == window_paths[0]);
+    assert_int_equal(rs.ring_cached > 0, path == window_paths[0]);
     assert_int_equal(second.usage.prompt_tokens, 40);
     assert_int_equal(second.usage.completion_tokens, 12);
     assert_true(second.usage.ttft_seconds <= second.usage.total_seconds);
@@ -934,12 +940,12 @@ static void test_default_kv_cap(void **state) {
     uint64_t per_block = fx_kv_block_bytes(&hp, 16);
     /* 16 rows of 512: 8 GiB in full, so the cap. */
     assert_true(per_block * 32 * 16 > cap);
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16), cap);
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16, 256), cap);
     /* One row of 4096 is 4 GiB: the floor wins over the cap. */
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 4096, 16),
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 4096, 16, 256),
                      per_block * 256);
     /* Small enough: max_rows full rows, as before. */
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16),
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16, 256),
                      per_block * 4 * 2);
     /* Exactly max_rows full rows in the pool's own terms, no more: the
      * default prices a block as the pool does (on a small model the block
@@ -950,7 +956,7 @@ static void test_default_kv_cap(void **state) {
     small.n_head_kv = 1;
     small.head_dim = 4;
     assert_int_equal(fx_kv_blocks_for_bytes(&small, 16,
-                         fx_batcher_default_kv_bytes(&small, 16, 64, 16)),
+                         fx_batcher_default_kv_bytes(&small, 16, 64, 16, 256)),
                      16 * 4);
 
     /* A real batcher whose uncapped default would be 4 GiB: 4 KiB of K/V
@@ -976,8 +982,8 @@ static void test_default_kv_cap(void **state) {
     p.n_ctx = 2048;
     uint64_t full_blocks = 512ull * (2048 / FX_KV_DEFAULT_BLOCK_TOKENS);
     assert_true(fx_batcher_default_kv_bytes(&m->hp, 512, 2048,
-                                            FX_KV_DEFAULT_BLOCK_TOKENS) ==
-                cap);
+                                            FX_KV_DEFAULT_BLOCK_TOKENS,
+                                            64) == cap);
     fx_batcher *b = NULL;
     if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
         fail_msg("create with the default kv_bytes: %s", err);

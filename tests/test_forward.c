@@ -101,8 +101,9 @@ static void seq_kv_init(seq_kv *s, const fx_hparams *hp) {
     s->data = calloc(fx_kv_block_floats(hp, MAX_CTX), sizeof(float));
     assert_non_null(s->data);
     s->blocks[0] = s->data;
-    s->view = (fx_kv_view){s->blocks, 1, MAX_CTX,
-                           (size_t)MAX_CTX * hp->head_dim};
+    s->view = (fx_kv_view){.blocks = s->blocks, .n_blocks = 1,
+                           .block_tokens = MAX_CTX,
+                           .run_stride = (size_t)MAX_CTX * hp->head_dim};
 }
 
 /* ---- the reference ---- */

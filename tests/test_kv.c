@@ -50,7 +50,7 @@ typedef struct fixture {
 static void open_kv(fixture *fx, uint32_t n_blocks, uint32_t bt) {
     fx_alloc_init(&fx->alloc, NULL);
     fx->hp = tiny_hp();
-    fx_kv_params p = {n_blocks, bt};
+    fx_kv_params p = {.n_blocks = n_blocks, .block_tokens = bt};
     OK(fx_kv_create(&fx->alloc, &fx->hp, &p, &fx->kv, &e_));
     check(fx->kv);
 }
@@ -120,7 +120,7 @@ static void test_create(void **state) {
     fixture fx;
     fx_alloc_init(&fx.alloc, NULL);
     fx.hp = tiny_hp();
-    fx_kv_params p = {0, 0};
+    fx_kv_params p = {.n_blocks = 0, .block_tokens = 0};
     fx_error err;
     assert_int_equal(fx_kv_create(&fx.alloc, &fx.hp, &p, &fx.kv, &err),
                      FX_ERR_INVALID_ARG);
@@ -162,7 +162,7 @@ static void test_data_placement(void **state) {
     const size_t block_bytes = fx_kv_block_floats(&hp, 16) * sizeof(float);
     const uint32_t sizes[] = {3, (uint32_t)(((size_t)5 << 20) / block_bytes)};
     for (int i = 0; i < 2; i++) {
-        fx_kv_params p = {sizes[i], 16};
+        fx_kv_params p = {.n_blocks = sizes[i], .block_tokens = 16};
         fx_kv *kv;
         fx_error err;
         assert_int_equal(fx_kv_create(&alloc, &hp, &p, &kv, &err), FX_OK);
@@ -640,7 +640,7 @@ static void test_allocation_failure(void **state) {
     fx_allocator hooks = {fa_malloc, fa_realloc, fa_free, &f};
     fx_alloc alloc;
     assert_int_equal(fx_alloc_init(&alloc, &hooks), FX_OK);
-    fx_kv_params p = {8, 4};
+    fx_kv_params p = {.n_blocks = 8, .block_tokens = 4};
     int failures = 0;
     for (int at = 1;; at++) {
         f.calls = 0;

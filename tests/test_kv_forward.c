@@ -10,7 +10,10 @@
  *   - two rows sharing adopted blocks in one batch each get their own;
  *   - the forward pass writes K and V where model.h says (a head's
  *     positions of a block side by side): read back at the documented
- *     offsets, the contiguous and the paged cache hold the same values.
+ *     offsets, the contiguous and the paged cache hold the same values;
+ *   - all of the above with the sliding layers in rings (Gemma 2 and 3,
+ *     windows shorter than the prompt): the same bits as the contiguous
+ *     cache, adoption included, while a row holds only its window.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,6 +79,15 @@ static uint32_t argmax(const float *v, uint32_t n) {
     return best;
 }
 
+/* With rings, what the batcher does before each prepare: publish the
+ * full blocks written so far, so the ring's old blocks stay adoptable. */
+static void publish_written(fx_kv_lease *l, const int32_t *tokens) {
+    fx_error err;
+    if (l->layout == FX_KV_PAGED && fx_kv_has_ring(l->kv) &&
+        fx_kv_lease_publish(l, tokens, fx_kv_lease_cursor(l), &err) != FX_OK)
+        fail_msg("%s", err.message);
+}
+
 /* Runs tokens[cursor, n) of a lease in chunks the way the batcher will:
  * prepare, positions from the cursor, forward, advance. Logits of position
  * p go to out[p]. */
@@ -86,6 +98,7 @@ static void prefill(harness *h, fx_kv_lease *l, const int32_t *tokens,
     while (fx_kv_lease_cursor(l) < n) {
         uint32_t pos0 = fx_kv_lease_cursor(l);
         uint32_t len = n - pos0 < chunk ? n - pos0 : chunk;
+        publish_written(l, tokens);
         if (fx_kv_lease_prepare(l, len, &err) != FX_OK) fail_msg("%s", err.message);
         for (uint32_t i = 0; i < len; i++)
             batch[i] = (fx_fwd_token){tokens[pos0 + i], pos0 + i, 0, 1};
@@ -107,6 +120,7 @@ static void decode(harness *h, fx_kv_lease *l, int32_t *tokens,
     for (uint32_t g = 0; g < N_GEN - 1; g++) {
         uint32_t pos = fx_kv_lease_cursor(l);
         assert_int_equal(pos, N_PROMPT + g);
+        publish_written(l, tokens);
         if (fx_kv_lease_prepare(l, 1, &err) != FX_OK) fail_msg("%s", err.message);
         fx_fwd_token tok = {tokens[pos], pos, 0, 1};
         fx_kv_view view = fx_kv_lease_view(l);
@@ -174,7 +188,48 @@ static void expect_same(const result *a, const result *b, uint32_t from,
         fail_msg("%s: decode logits differ", what);
 }
 
-static void one_model(const char *arch, uint32_t type, uint32_t bt) {
+/* Both rows' remaining prompt tokens, min(chunk, what is left) of each
+ * per call, in one batch: each reads its own (partly shared) blocks. */
+static void prefill_pair(harness *h, fx_kv_lease *l[2], const int32_t *tok[2],
+                         const result *ref[2], uint32_t chunk, const char *arch,
+                         uint32_t bt) {
+    uint32_t V = h->hp.n_vocab;
+    fx_fwd_token batch[MAX_TOKENS];
+    float *out = calloc((size_t)2 * chunk * V, sizeof *out);
+    assert_non_null(out);
+    fx_error err;
+    for (;;) {
+        uint32_t n = 0, len[2], pos0[2];
+        for (int s = 0; s < 2; s++) {
+            pos0[s] = fx_kv_lease_cursor(l[s]);
+            len[s] = N_PROMPT - pos0[s] < chunk ? N_PROMPT - pos0[s] : chunk;
+            publish_written(l[s], tok[s]);
+            assert_int_equal(fx_kv_lease_prepare(l[s], len[s], &err), FX_OK);
+            for (uint32_t i = 0; i < len[s]; i++)
+                batch[n++] = (fx_fwd_token){tok[s][pos0[s] + i], pos0[s] + i,
+                                            (uint32_t)s, 1};
+        }
+        if (n == 0) break;
+        fx_kv_view views[2] = {fx_kv_lease_view(l[0]), fx_kv_lease_view(l[1])};
+        assert_int_equal(fx_forward_run(h->f, batch, n, views, 2, out, 0, &err),
+                         FX_OK);
+        const float *o = out;
+        for (int s = 0; s < 2; s++) {
+            if (memcmp(o, ref[s]->prompt_logits + (size_t)pos0[s] * V,
+                       (size_t)len[s] * V * sizeof *out) != 0)
+                fail_msg("%s bt %u: batched rows over shared blocks differ "
+                         "(row %d from %u)", arch, bt, s, pos0[s]);
+            o += (size_t)len[s] * V;
+            assert_int_equal(fx_kv_lease_advance(l[s], len[s], &err), FX_OK);
+        }
+    }
+    free(out);
+}
+
+/* ring_call 0: every layer in the pool's blocks; otherwise the sliding
+ * layers in rings for calls of up to ring_call positions. */
+static void one_model(const char *arch, uint32_t type, uint32_t bt,
+                      uint32_t ring_call) {
     gw_model_spec spec;
     gw_model_spec_default(&spec);
     spec.arch = arch;
@@ -188,13 +243,20 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
         spec.head_dim = 24;
     if (strncmp(arch, "gemma", 5) == 0 || strcmp(arch, "phi3") == 0)
         spec.n_swa = 9;
+    /* Gemma 3 with a full layer (the sixth) beside five sliding ones. */
+    if (strcmp(arch, "gemma3") == 0) spec.n_layer = 6;
     harness h;
     harness_open(&h, &spec);
     uint32_t V = h.hp.n_vocab;
     fx_kv *kv;
-    fx_kv_params p = {40, bt};
+    fx_kv_params p = {.n_blocks = 40, .block_tokens = bt,
+                      .ring_call = ring_call, .n_ring_blocks = 40};
     fx_error err;
     assert_int_equal(fx_kv_create(&h.alloc, &h.hp, &p, &kv, &err), FX_OK);
+    assert_int_equal(fx_kv_has_ring(kv), ring_call > 0);
+    /* Chunks as long as a ring allows. */
+    const uint32_t whole = ring_call ? ring_call : N_PROMPT;
+    const uint32_t seven = ring_call && ring_call < 7 ? ring_call : 7;
     int32_t prompt[N_PROMPT], other[N_PROMPT];
     random_tokens(prompt, N_PROMPT, V, 5 + bt);
     /* Shares the first 23 tokens with prompt, then differs. */
@@ -208,7 +270,7 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     assert_int_equal(run_row(&h, kv, FX_KV_CONTIGUOUS, other, 7, &contig_other), 0);
 
     /* Paged, cold: every position, whole and in chunks. */
-    uint32_t chunks[] = {N_PROMPT, 7, 1};
+    uint32_t chunks[] = {whole, seven, 1};
     for (int c = 0; c < 3; c++) {
         fx_kv_evict(kv, UINT32_MAX, NULL);
         result paged;
@@ -221,7 +283,8 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
      * cached, so the row adopts floor(39 / bt) blocks and recomputes the
      * rest -- the last prompt token at least. */
     result warm;
-    uint32_t start = run_row(&h, kv, FX_KV_PAGED, prompt, 5, &warm);
+    uint32_t start = run_row(&h, kv, FX_KV_PAGED, prompt, seven < 5 ? seven : 5,
+                             &warm);
     assert_int_equal(start, (N_PROMPT - 1) / bt * bt);
     assert_true(start > 0 && start < N_PROMPT);
     expect_same(&warm, &contig, start, V, "adopted prefix vs full prefill");
@@ -230,7 +293,7 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     /* A prompt sharing only its first 23 tokens adopts whole blocks of
      * them and prefills from there. */
     result partial;
-    start = run_row(&h, kv, FX_KV_PAGED, other, 3, &partial);
+    start = run_row(&h, kv, FX_KV_PAGED, other, whole < 3 ? whole : 3, &partial);
     assert_int_equal(start, 23 / bt * bt);
     expect_same(&partial, &contig_other, start, V, "partial prefix");
     result_free(&partial);
@@ -245,29 +308,12 @@ static void one_model(const char *arch, uint32_t type, uint32_t bt) {
     assert_int_equal(fit, FX_KV_NOW);
     assert_int_equal(fx_kv_lease_admit(&b, other, N_PROMPT, N_PROMPT, &fit, &err), FX_OK);
     assert_int_equal(fit, FX_KV_NOW);
-    uint32_t sa = fx_kv_lease_cursor(&a), sb = fx_kv_lease_cursor(&b);
     assert_int_equal(a.table[0], b.table[0]); /* really shared */
-    assert_int_equal(fx_kv_lease_prepare(&a, N_PROMPT - sa, &err), FX_OK);
-    assert_int_equal(fx_kv_lease_prepare(&b, N_PROMPT - sb, &err), FX_OK);
-    fx_fwd_token batch[MAX_TOKENS];
-    uint32_t n = 0;
-    for (uint32_t i = sb; i < N_PROMPT; i++)
-        batch[n++] = (fx_fwd_token){other[i], i, 1, 1};
-    for (uint32_t i = sa; i < N_PROMPT; i++)
-        batch[n++] = (fx_fwd_token){prompt[i], i, 0, 1};
-    fx_kv_view views[2] = {fx_kv_lease_view(&a), fx_kv_lease_view(&b)};
-    float *out = calloc((size_t)n * V, sizeof *out);
-    assert_non_null(out);
-    assert_int_equal(fx_forward_run(h.f, batch, n, views, 2, out, 0, &err), FX_OK);
-    assert_int_equal(fx_kv_lease_advance(&a, N_PROMPT - sa, &err), FX_OK);
-    assert_int_equal(fx_kv_lease_advance(&b, N_PROMPT - sb, &err), FX_OK);
-    uint32_t nb = N_PROMPT - sb;
-    if (memcmp(out, contig_other.prompt_logits + (size_t)sb * V,
-               (size_t)nb * V * sizeof *out) != 0 ||
-        memcmp(out + (size_t)nb * V, contig.prompt_logits + (size_t)sa * V,
-               (size_t)(N_PROMPT - sa) * V * sizeof *out) != 0)
-        fail_msg("%s bt %u: batched rows over shared blocks differ", arch, bt);
-    free(out);
+    fx_kv_lease *pair[2] = {&a, &b};
+    const int32_t *toks[2] = {prompt, other};
+    const result *refs[2] = {&contig, &contig_other};
+    prefill_pair(&h, pair, toks, refs, whole, arch, bt);
+    assert_int_equal(fx_kv_check(kv, &err), FX_OK);
     assert_int_equal(fx_kv_lease_release(&a, &err), FX_OK);
     assert_int_equal(fx_kv_lease_release(&b, &err), FX_OK);
     fx_kv_lease_free(&a);
@@ -315,7 +361,7 @@ static void test_layout_documented(void **state) {
     const fx_hparams *hp = &h.hp;
     assert_true(hp->n_head_kv > 1 && hp->n_layer > 1);
     fx_kv *kv;
-    fx_kv_params p = {40, 5};
+    fx_kv_params p = {.n_blocks = 40, .block_tokens = 5};
     fx_error err;
     assert_int_equal(fx_kv_create(&h.alloc, hp, &p, &kv, &err), FX_OK);
     int32_t prompt[N_PROMPT];
@@ -354,25 +400,37 @@ static void test_layout_documented(void **state) {
 
 static void test_bt16(void **state) {
     (void)state;
-    one_model("llama", 0, 16);
-    one_model("qwen2", 8, 16);
-    one_model("qwen3", 8, 16);
-    one_model("gemma3", 0, 16);
+    one_model("llama", 0, 16, 0);
+    one_model("qwen2", 8, 16, 0);
+    one_model("qwen3", 8, 16, 0);
+    one_model("gemma3", 0, 16, 0);
 }
 
 static void test_bt5(void **state) {
     (void)state;
-    one_model("llama", 1, 5);
-    one_model("qwen2", 0, 5);
-    one_model("qwen3", 1, 5);
-    one_model("gemma2", 8, 5);
-    one_model("phi3", 0, 5);
+    one_model("llama", 1, 5, 0);
+    one_model("qwen2", 0, 5, 0);
+    one_model("qwen3", 1, 5, 0);
+    one_model("gemma2", 8, 5, 0);
+    one_model("phi3", 0, 5, 0);
+}
+
+/* Rings a few blocks long (window 9): recycled many times over a row of
+ * 48 positions, calls of 1 to ring_call positions. */
+static void test_rings(void **state) {
+    (void)state;
+    one_model("gemma3", 0, 5, 4);
+    one_model("gemma3", 8, 4, 6);
+    one_model("gemma2", 0, 5, 3);
+    one_model("gemma2", 1, 3, 1);
+    one_model("gemma3", 0, 16, 8);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bt16),
         cmocka_unit_test(test_bt5),
+        cmocka_unit_test(test_rings),
         cmocka_unit_test(test_layout_documented),
     };
     return cmocka_run_group_tests_name("kv_forward", tests, NULL, NULL);

@@ -248,7 +248,7 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed) {
     s->hp.head_dim = 2;
     s->bt = bt;
     s->rng = seed;
-    fx_kv_params p = {n_blocks, bt};
+    fx_kv_params p = {.n_blocks = n_blocks, .block_tokens = bt};
     fx_error err;
     assert_int_equal(fx_kv_create(&s->alloc, &s->hp, &p, &s->kv, &err), FX_OK);
     for (int op = 0; op < OPS; op++) {

@@ -279,7 +279,8 @@ static void generate(loaded *l, int32_t *tokens, float *logits) {
     float *kv = calloc(fx_kv_block_floats(&l->hp, MAX_CTX), sizeof *kv);
     assert_non_null(kv);
     float *blocks[1] = {kv};
-    fx_kv_view view = {blocks, 1, MAX_CTX, (size_t)MAX_CTX * l->hp.head_dim};
+    fx_kv_view view = {.blocks = blocks, .n_blocks = 1, .block_tokens = MAX_CTX,
+                       .run_stride = (size_t)MAX_CTX * l->hp.head_dim};
     for (uint32_t p = 0; p < PROMPT; p++) tokens[p] = (int32_t)(3 + 7 * p);
     fx_error err;
     for (uint32_t p = 0; p + 1 < N; p++) {
@@ -344,7 +345,8 @@ static void assert_close_to_twin(const gw_buf *q, const gw_buf *twin) {
     /* Teacher-forced on the quantized model's tokens: the same inputs. */
     float *kv = calloc(fx_kv_block_floats(&l.hp, MAX_CTX), sizeof *kv);
     float *blocks[1] = {kv};
-    fx_kv_view view = {blocks, 1, MAX_CTX, (size_t)MAX_CTX * l.hp.head_dim};
+    fx_kv_view view = {.blocks = blocks, .n_blocks = 1, .block_tokens = MAX_CTX,
+                       .run_stride = (size_t)MAX_CTX * l.hp.head_dim};
     for (uint32_t p = 0; p + 1 < N; p++) {
         fx_fwd_token tok = {tq[p], p, 0, 1};
         assert_int_equal(fx_forward_run(l.f, &tok, 1, &view, 1,

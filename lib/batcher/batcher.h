@@ -54,7 +54,8 @@ fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
 /* The default kv_bytes: max_rows rows of n_ctx positions, capped at
  * FX_BATCHER_DEFAULT_KV_CAP, but never less than one row. */
 uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
-                                     uint32_t n_ctx, uint32_t block_tokens);
+                                     uint32_t n_ctx, uint32_t block_tokens,
+                                     uint32_t max_step_tokens);
 
 /* ---- for tests: the accounting the invariants are stated in ---- */
 
@@ -70,6 +71,9 @@ typedef struct fx_batcher_stats {
                                needs for its whole life (0: none queued) */
     uint64_t steps;
     uint64_t forward_tokens; /* tokens run through the model so far */
+    uint32_t ring_total;    /* sliding layers' ring blocks (0: no rings) */
+    uint32_t ring_row;      /* held by running rows */
+    uint32_t ring_cached;   /* on the prefix tree only */
 } fx_batcher_stats;
 
 void fx_batcher_impl_stats(const fx_batcher_impl *b, fx_batcher_stats *out);

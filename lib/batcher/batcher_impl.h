@@ -65,6 +65,7 @@ typedef struct row {
     fx_status error;         /* FX_FINISH_ERROR: why */
     int32_t stop_index;
     uint32_t cached_tokens;
+    uint32_t published_blocks; /* full blocks published mid-life (rings) */
     double t_submit, t_admit, t_first, t_end; /* the row's own clock */
 } row;
 

@@ -371,16 +371,17 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
                        (unsigned long long)p->kv_bytes);
     if (p->kv_bytes == 0)
         p->kv_bytes = fx_batcher_default_kv_bytes(hp, p->max_rows, p->n_ctx,
-                                                  p->block_tokens);
+                                                  p->block_tokens,
+                                                  p->max_step_tokens);
     return FX_OK;
 }
 
 uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
-                                     uint32_t n_ctx, uint32_t block_tokens) {
-    uint64_t row_blocks = ((uint64_t)n_ctx + block_tokens - 1) / block_tokens;
-    /* Priced as the pool prices a block, so the default buys exactly
-     * max_rows full rows (fx_kv_blocks_for_bytes). */
-    uint64_t one_row = row_blocks * fx_kv_block_bytes(hp, block_tokens);
+                                     uint32_t n_ctx, uint32_t block_tokens,
+                                     uint32_t max_step_tokens) {
+    /* Priced as the pool prices a row (sliding layers' rings included),
+     * so the default buys exactly max_rows full rows (fx_kv_plan). */
+    uint64_t one_row = fx_kv_row_bytes(hp, block_tokens, n_ctx, max_step_tokens);
     /* max_rows full rows of F32 K/V is ~64 GiB for a 7B model at 4096
      * positions, so an uncapped default made fx_batcher_create fail with
      * NOMEM out of the box. Rows are admitted by the blocks they need, so
@@ -428,9 +429,11 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
     kp.n_threads = p.n_threads;
-    fx_kv_params kvp = {
-        fx_kv_blocks_for_bytes(model->hp, p.block_tokens, p.kv_bytes),
-        p.block_tokens};
+    /* A row adds at most max_step_tokens positions a step: what the
+     * sliding layers' rings must hold beyond the window. */
+    fx_kv_params kvp;
+    fx_kv_plan(model->hp, p.block_tokens, p.n_ctx, p.max_step_tokens,
+               p.kv_bytes, &kvp);
     if (kvp.n_blocks == 0) {
         st = fx_fail(err, FX_ERR_INVALID_ARG,
                      "kv_bytes %llu does not hold one block of %u positions",

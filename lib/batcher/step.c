@@ -191,6 +191,7 @@ static void admit(fx_batcher_impl *b) {
             continue;
         }
         r->cached_tokens = fx_kv_lease_adopted_tokens(&r->kv);
+        r->published_blocks = 0;
     }
 }
 
@@ -275,6 +276,17 @@ static void add_row(fx_batcher_impl *b, uint32_t slot, uint32_t *n,
     row *r = b->rows[slot];
     fx_error err;
     uint32_t pos0 = fx_kv_lease_cursor(&r->kv);
+    /* A ring lets the sliding layers' old blocks go as the row moves on:
+     * each full block goes on the tree before that, once, at its boundary,
+     * so later rows can adopt up to it (kv.h). */
+    uint32_t full = pos0 / fx_kv_block_tokens(b->kv);
+    if (fx_kv_has_ring(b->kv) && full > r->published_blocks &&
+        !(b->params.flags & FX_BATCHER_NO_PREFIX_CACHE)) {
+        if (fx_kv_lease_publish(&r->kv, r->tokens, pos0, &err) == FX_OK)
+            r->published_blocks = full;
+        else
+            fx_log(&b->log, FX_LOG_WARN, "publish failed: %s", err.message);
+    }
     fx_status st = fx_kv_lease_prepare(&r->kv, count, &err);
     if (st != FX_OK) {
         fail_row(b, r, FX_ERR_INTERNAL);
@@ -473,6 +485,9 @@ void fx_batcher_impl_stats(const fx_batcher_impl *b, fx_batcher_stats *out) {
     out->head_need = b->queue_len ? b->rows[fx_batcher_queue_at(b, 0)]->blocks_need : 0;
     out->steps = b->steps;
     out->forward_tokens = b->forward_tokens;
+    out->ring_total = ks.ring_total;
+    out->ring_row = ks.ring_row;
+    out->ring_cached = ks.ring_cached;
 }
 
 fx_status fx_batcher_impl_check(const fx_batcher_impl *b, fx_error *err) {
@@ -500,9 +515,9 @@ fx_status fx_batcher_impl_check(const fx_batcher_impl *b, fx_error *err) {
                        "%u rows are owed a DONE, %u event slots reserved, "
                        "%u queued of %u",
                        owed, b->events_reserved, b->event_len, b->event_cap);
-    if (b->n_running == 0 && ks.row != 0)
+    if (b->n_running == 0 && (ks.row != 0 || ks.ring_row != 0))
         return fx_fail(err, FX_ERR_INTERNAL,
-                       "no row is running but %u blocks are held by rows",
-                       ks.row);
+                       "no row is running but %u blocks and %u ring blocks "
+                       "are held by rows", ks.row, ks.ring_row);
     return FX_OK;
 }

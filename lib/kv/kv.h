@@ -61,11 +61,29 @@ typedef struct fx_kv fx_kv;
 
 typedef struct fx_kv_params {
     uint32_t n_blocks;     /* pool size; the batcher derives it from its
-                              memory budget (fx_kv_blocks_for_bytes) */
+                              memory budget (fx_kv_plan) */
     uint32_t block_tokens; /* positions per block; 0 means 16 */
+    /* Sliding-window layers kept apart (0: every block holds every
+     * layer). A layer that sees only the last n_swa positions needs only
+     * those: each lease keeps them in a ring of blocks from a second pool
+     * of n_ring_blocks, long enough for the window plus ring_call
+     * positions, the most one forward call may add to a row. */
+    uint32_t ring_call;
+    uint32_t n_ring_blocks;
 } fx_kv_params;
 
 #define FX_KV_DEFAULT_BLOCK_TOKENS 16u
+
+/* The pool `bytes` buys for rows of up to n_ctx positions that add at
+ * most max_call positions per forward call: sliding layers go to rings
+ * when the model has both kinds and a ring is shorter than a row, and the
+ * bytes split between the pools as one full row splits them. n_blocks is
+ * 0 if not even one block fits. */
+void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,
+                uint32_t max_call, uint64_t bytes, fx_kv_params *out);
+/* What one row of n_ctx positions costs under that plan (0 on overflow). */
+uint64_t fx_kv_row_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                         uint32_t n_ctx, uint32_t max_call);
 
 /* Allocates the pool, the tree's nodes (one per block: a node always owns
  * exactly one block) and the check's scratch, all at once: nothing after
@@ -86,6 +104,8 @@ uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
 uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens);
 
 uint32_t fx_kv_block_tokens(const fx_kv *kv);
+/* Whether sliding layers live in rings (fx_kv_params.ring_call). */
+bool fx_kv_has_ring(const fx_kv *kv);
 uint32_t fx_kv_total_blocks(const fx_kv *kv);
 
 /* ---- blocks ---- */
@@ -123,6 +143,9 @@ typedef struct fx_kv_stats {
     uint64_t available; /* free + cached - reserved */
     uint32_t tree_nodes;
     uint32_t leases;    /* live leases (initialized, not freed) */
+    /* The sliding layers' pool (all 0 without one). */
+    uint32_t ring_total, ring_free, ring_row, ring_cached;
+    uint64_t ring_entitled; /* blocks the active leases' rings may hold */
 } fx_kv_stats;
 
 void fx_kv_stats_get(const fx_kv *kv, fx_kv_stats *st);
@@ -203,6 +226,13 @@ typedef struct fx_kv_lease {
     uint32_t reserve_left;  /* blocks this lease may still draw */
     float *contig;          /* contiguous: one block of max_positions */
     struct fx_kv_lease *prev, *next; /* the kv's live list, for fx_kv_check */
+    /* The sliding layers' ring (paged, on a kv with one): slot s holds
+     * block index ring_at[s], s == ring_at[s] % ring_len. */
+    uint32_t *ring;         /* [ring_len] ring block ids, or KV_NIL */
+    uint32_t *ring_at;      /* [ring_len] */
+    float **ring_ptrs;      /* [ring_len] their data: the view's ring */
+    uint32_t ring_cap;      /* slots it may fill: its share of the pool */
+    uint32_t ring_held;     /* slots filled */
 } fx_kv_lease;
 
 /* Allocates the table for up to max_positions positions (or, contiguous,
@@ -244,12 +274,20 @@ uint32_t fx_kv_lease_adopted_tokens(const fx_kv_lease *lease);
 fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
                               fx_error *err);
 /* The view fx_forward_run reads and writes this row's KV through. Valid
- * until the next prepare, publish or release of this lease. */
+ * until the next prepare, publish or release of this lease. With a ring,
+ * one forward call may run at most the kv's ring_call positions of the
+ * row (prepare refuses more): the ring holds only the window before
+ * them. */
 fx_kv_view fx_kv_lease_view(const fx_kv_lease *lease);
 /* Records that the forward pass wrote n more positions. Call it only after
  * the pass succeeded: a failed pass wrote nothing anyone may read. */
 fx_status fx_kv_lease_advance(fx_kv_lease *lease, uint32_t n, fx_error *err);
 
+/* With a ring, publish also hangs each published block's ring block that
+ * the lease still holds on its node, and admission adopts only as deep as
+ * the tree has the window before: a row that will need the sliding layers'
+ * windows must publish before its ring lets them go (the batcher does at
+ * every block boundary), or a later row adopts less. */
 /* Publishes every full block whose positions were written (the first
  * min(n_tokens, cursor) / block_tokens) under tokens (prompt + generated)
  * into the tree, sharing the lease's blocks. A block the tree already has

@@ -1,8 +1,9 @@
 /*
  * kv internals shared by pool.c, radix.c and lease.c. Not an interface:
  * only lib/kv includes it. The files call downward only: lease.c uses
- * pool.c and radix.c, pool.c uses radix.c (eviction, the tree's check),
- * radix.c uses only what is inline here.
+ * pool.c, radix.c and ring.c, pool.c uses radix.c (eviction, the tree's
+ * check) and ring.c, radix.c uses ring.c (an evicted node lets go of its
+ * ring block), ring.c uses only what is inline here.
  */
 #ifndef FX_KV_IMPL_H
 #define FX_KV_IMPL_H
@@ -53,6 +54,34 @@ struct fx_kv {
     uint32_t *scratch;       /* [n_blocks] for fx_kv_check only */
     fx_kv_lease *leases;     /* live list */
     uint32_t n_leases;
+
+    /* The sliding layers' pool (ring.c), when they are kept apart:
+     * ring_len > 0, and the blocks above hold only the other layers. A
+     * lease holds its window as a ring of ring_len of these blocks; a full
+     * one may also hang on the tree node of the same positions (node_ring),
+     * so a row adopting the prefix up to there finds its window. One that
+     * hangs on a node and no lease holds is cached: evicted oldest first
+     * (ring LRU), which only shortens what later rows can adopt. */
+    uint32_t ring_len;       /* slots of a lease's ring */
+    uint32_t ring_call;      /* most positions one forward call may add */
+    uint32_t n_ring;         /* blocks in the pool */
+    size_t ring_block_floats;
+    float *ring_data;        /* [runs][n_ring][block_tokens][head_dim] */
+    void *ring_raw;
+    uint32_t *ring_refs;     /* [n_ring] leases holding it */
+    uint32_t *ring_node;     /* [n_ring] the node it hangs on, or KV_NIL */
+    uint32_t *node_ring;     /* [n_blocks] the block on a node, or KV_NIL */
+    uint32_t *ring_free;     /* [n_ring]; [0, n_ring_free) are free */
+    uint32_t n_ring_free;
+    uint32_t *ring_lru_prev; /* [n_ring] cached ring blocks, oldest first */
+    uint32_t *ring_lru_next;
+    uint32_t ring_lru_head, ring_lru_tail;
+    uint32_t ring_count[KV_NCLASS]; /* free, row and cached only */
+    /* Sum of the active leases' ring_cap. Kept <= n_ring: every lease
+     * holds at most ring_cap blocks, so while one holds fewer, some block
+     * is free or cached and its draw succeeds. */
+    uint64_t ring_entitled;
+    uint32_t *ring_scratch;  /* [n_ring] for fx_kv_check only */
 };
 
 static inline int kv_in_tree(const fx_kv *kv, uint32_t b) {
@@ -111,5 +140,37 @@ void fx_kv_lru_sync(fx_kv *kv, uint32_t b);
 /* Evicts the least recently used evictable leaf; 0 if there is none. */
 int fx_kv_evict_one(fx_kv *kv);
 fx_status fx_kv_check_tree(const fx_kv *kv, fx_error *err);
+
+/* Floats of one block of a layer group, or 0 if that number (or its byte
+ * size) overflows (pool.c). */
+size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
+                            fx_kv_group group);
+
+/* ---- the sliding layers' ring pool (ring.c) ---- */
+
+/* Allocates the ring pool of params (nothing without one); frees it. */
+fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
+                            fx_error *err);
+void fx_kv_ring_free(fx_kv *kv);
+/* The first block index whose positions the window of position pos
+ * reaches back to. */
+uint32_t fx_kv_ring_first_block(const fx_kv *kv, uint32_t pos);
+/* A node leaving the tree lets go of its ring block. */
+void fx_kv_ring_detach(fx_kv *kv, uint32_t node);
+/* Per lease: the ring's arrays (init/free), adoption of the window before
+ * the first `adopted` blocks, growth to hold blocks [.., end_block), what
+ * publish hangs on the tree, release. */
+fx_status fx_kv_ring_lease_init(fx_kv_lease *lease, fx_error *err);
+void fx_kv_ring_lease_free(fx_kv_lease *lease);
+uint32_t fx_kv_ring_cap_for(const fx_kv *kv, uint32_t need_blocks);
+uint32_t fx_kv_ring_coverage(const fx_kv *kv, const uint32_t *path,
+                             uint32_t n);
+void fx_kv_ring_adopt(fx_kv_lease *lease, uint32_t cap);
+fx_status fx_kv_ring_grow(fx_kv_lease *lease, uint32_t first_block,
+                          uint32_t end_block, fx_error *err);
+void fx_kv_ring_publish(fx_kv_lease *lease, uint32_t block_index,
+                        uint32_t node);
+fx_status fx_kv_ring_release(fx_kv_lease *lease, fx_error *err);
+fx_status fx_kv_ring_check(const fx_kv *kv, fx_error *err);
 
 #endif /* FX_KV_IMPL_H */

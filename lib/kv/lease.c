@@ -31,12 +31,21 @@ fx_status fx_kv_lease_init(fx_kv *kv, fx_kv_lease *lease, fx_kv_layout layout,
                            "kv lease: out of memory for a %u-block table", mb);
         }
         lease->max_blocks = mb;
+        lease->kv = kv;
+        fx_status st = fx_kv_ring_lease_init(lease, err);
+        if (st != FX_OK) {
+            fx_free(&kv->alloc, lease->table);
+            fx_free(&kv->alloc, lease->ptrs);
+            memset(lease, 0, sizeof *lease);
+            lease->state = FX_KV_LEASE_RELEASED;
+            return st;
+        }
     } else {
         /* A block max_positions long, its runs side by side: the forward
          * pass cannot tell it from a pool's blocks, which is what lets one
          * set of forward tests cover both. */
         uint64_t bytes;
-        if (!fx_mul_u64(kv->block_floats / kv->block_tokens, max_positions,
+        if (!fx_mul_u64(fx_kv_block_floats(&kv->hp, 1), max_positions,
                         &bytes) ||
             !fx_mul_u64(bytes, sizeof(float), &bytes) || bytes > SIZE_MAX)
             return fx_fail(err, FX_ERR_TOO_LARGE,
@@ -79,6 +88,7 @@ void fx_kv_lease_free(fx_kv_lease *lease) {
     fx_free(&kv->alloc, lease->table);
     fx_free(&kv->alloc, lease->ptrs);
     fx_free(&kv->alloc, lease->contig);
+    fx_kv_ring_lease_free(lease);
     memset(lease, 0, sizeof *lease);
     lease->state = FX_KV_LEASE_RELEASED;
 }
@@ -118,19 +128,28 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
         *fit = FX_KV_NEVER;
         return FX_OK;
     }
+    uint32_t ring_cap = kv->ring_len ? fx_kv_ring_cap_for(kv, need) : 0;
+    if (ring_cap > kv->n_ring) {
+        *fit = FX_KV_NEVER;
+        return FX_OK;
+    }
     uint32_t limit = fx_kv_adoptable_blocks(kv, n_prompt);
     uint32_t k = 0, node = kv->root, cached = 0;
     while (k < limit) {
         uint32_t c =
             fx_kv_find_child(kv, node, prompt + (size_t)k * kv->block_tokens);
         if (c == KV_NIL) break;
-        /* An adopted block that only the tree held stops being evictable:
-         * it costs the budget exactly as a new block would. */
-        if (kv_class(kv, c) == KV_CACHED) cached++;
         lease->table[k++] = c;
         node = c;
     }
-    if ((uint64_t)(need - k) + cached > kv_available(kv)) {
+    /* Sliding layers need the window before the adoption point too. */
+    k = fx_kv_ring_coverage(kv, lease->table, k);
+    /* An adopted block that only the tree held stops being evictable: it
+     * costs the budget exactly as a new block would. */
+    for (uint32_t i = 0; i < k; i++)
+        cached += kv_class(kv, lease->table[i]) == KV_CACHED;
+    if ((uint64_t)(need - k) + cached > kv_available(kv) ||
+        kv->ring_entitled + ring_cap > kv->n_ring) {
         *fit = FX_KV_LATER;
         return FX_OK;
     }
@@ -149,6 +168,7 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
     lease->cursor = k * kv->block_tokens;
     lease->reserve_left = need - k;
     kv->reserved += lease->reserve_left;
+    fx_kv_ring_adopt(lease, ring_cap);
     lease->state = FX_KV_LEASE_ACTIVE;
     *fit = FX_KV_NOW;
     return FX_OK;
@@ -174,6 +194,10 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
     if (lease->layout == FX_KV_CONTIGUOUS) return FX_OK;
     fx_kv *kv = lease->kv;
     uint32_t bt = kv->block_tokens;
+    if (kv->ring_len && n_new > kv->ring_call)
+        return fx_fail(err, FX_ERR_INVALID_ARG,
+                       "kv prepare: %u positions in one call, the ring "
+                       "holds the window for %u", n_new, kv->ring_call);
     /* A row never writes into a block someone else can read: adoption and
      * publish take whole written blocks only, so the block the cursor sits
      * in is this lease's alone. If that ever stopped holding, the row
@@ -192,6 +216,10 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
             return fx_fail(err, FX_ERR_TOO_LARGE,
                            "kv prepare: row outgrew its reservation and no "
                            "block is free");
+        /* The ring first: a failed draw below leaves its block in place
+         * for the retry, while a table entry without one could not be. */
+        st = fx_kv_ring_grow(lease, lease->n_blocks, lease->n_blocks + 1, err);
+        if (st != FX_OK) return st;
         uint32_t b;
         st = fx_kv_draw(kv, &b, err);
         if (st != FX_OK) return st;
@@ -207,7 +235,7 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
 }
 
 fx_kv_view fx_kv_lease_view(const fx_kv_lease *lease) {
-    fx_kv_view v = {NULL, 0, 1, 0};
+    fx_kv_view v = {.blocks = NULL, .n_blocks = 0, .block_tokens = 1};
     if (!lease || !lease->kv || lease->state != FX_KV_LEASE_ACTIVE) return v;
     if (lease->layout == FX_KV_CONTIGUOUS) {
         v.blocks = lease->ptrs;
@@ -219,6 +247,12 @@ fx_kv_view fx_kv_lease_view(const fx_kv_lease *lease) {
         v.n_blocks = lease->n_blocks;
         v.block_tokens = lease->kv->block_tokens;
         v.run_stride = fx_kv_run_stride(lease->kv);
+        if (lease->ring) {
+            v.ring = lease->ring_ptrs;
+            v.ring_blocks = lease->kv->ring_len;
+            v.ring_run_stride = (size_t)lease->kv->n_ring *
+                                lease->kv->block_tokens * lease->kv->hp.head_dim;
+        }
     }
     return v;
 }
@@ -293,6 +327,7 @@ fx_status fx_kv_lease_publish(fx_kv_lease *lease, const int32_t *tokens,
             if (st != FX_OK) return st;
         }
         kv->last_use[have] = kv->tick;
+        fx_kv_ring_publish(lease, i, have);
         node = have;
     }
     return FX_OK;
@@ -317,6 +352,8 @@ fx_status fx_kv_lease_release(fx_kv_lease *lease, fx_error *err) {
         fx_status st = fx_kv_unref(kv, b, first == FX_OK ? err : NULL);
         if (first == FX_OK) first = st;
     }
+    fx_status st = fx_kv_ring_release(lease, first == FX_OK ? err : NULL);
+    if (first == FX_OK) first = st;
     kv->reserved -= lease->reserve_left;
     lease->reserve_left = 0;
     lease->n_blocks = 0;

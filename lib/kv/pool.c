@@ -10,23 +10,90 @@
 /* Floats in one block of block_tokens positions, or 0 if that number (or
  * its byte size) overflows. model.h's fx_kv_block_floats is the layout's
  * one definition; this only proves its unchecked product cannot wrap. */
-static size_t block_floats_checked(const fx_hparams *hp, uint64_t block_tokens) {
+size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
+                            fx_kv_group group) {
     uint64_t n = 1;
-    uint64_t factors[] = {hp->n_layer, 2, block_tokens, hp->n_head_kv,
-                          hp->head_dim, sizeof(float)};
+    uint64_t factors[] = {fx_kv_group_layers(hp, group), 2, block_tokens,
+                          hp->n_head_kv, hp->head_dim, sizeof(float)};
     for (size_t i = 0; i < sizeof factors / sizeof *factors; i++)
         if (!fx_mul_u64(n, factors[i], &n)) return 0;
     if (n == 0 || n > SIZE_MAX || block_tokens > UINT32_MAX) return 0;
-    return fx_kv_block_floats(hp, (uint32_t)block_tokens);
+    return fx_kv_group_floats(hp, (uint32_t)block_tokens, group);
+}
+
+/* What a block of a group costs: its K and V plus the bookkeeping the
+ * pool keeps for it (refcount, free slot, node links, the edge's token
+ * ids, LRU links, scratch; for ring blocks refs, node, free slot, LRU
+ * links, scratch and the node's link), so a budget is a budget. */
+static uint64_t group_block_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                                  fx_kv_group group) {
+    size_t floats = fx_kv_floats_checked(hp, block_tokens, group);
+    if (floats == 0) return 0;
+    if (group == FX_KV_SLIDING_LAYERS)
+        return (uint64_t)floats * sizeof(float) + 7 * sizeof(uint32_t);
+    return (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
+           2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
 }
 
 uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens) {
-    size_t floats = block_floats_checked(hp, block_tokens);
-    if (floats == 0) return 0;
-    /* Per-block bookkeeping (refcount, free slot, node links, the edge's
-     * token ids, LRU links, scratch) counts too, so a budget is a budget. */
-    return (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
-           2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
+    return group_block_bytes(hp, block_tokens, FX_KV_ALL_LAYERS);
+}
+
+/* Ring blocks a row needs at most, or 0 when a ring would not save memory
+ * for rows of n_ctx positions (or the model slides no layer, or all). */
+static uint64_t ring_blocks_for(const fx_hparams *hp, uint32_t bt,
+                                uint32_t n_ctx, uint32_t max_call) {
+    if (hp->n_swa == 0 || max_call == 0 ||
+        fx_kv_group_layers(hp, FX_KV_SLIDING_LAYERS) == 0 ||
+        fx_kv_group_layers(hp, FX_KV_FULL_LAYERS) == 0)
+        return 0;
+    uint64_t len = ((uint64_t)hp->n_swa + max_call - 2) / bt + 2;
+    uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
+    return len < row ? len : 0;
+}
+
+uint64_t fx_kv_row_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                         uint32_t n_ctx, uint32_t max_call) {
+    uint32_t bt = block_tokens ? block_tokens : FX_KV_DEFAULT_BLOCK_TOKENS;
+    uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
+    uint64_t ring = ring_blocks_for(hp, bt, n_ctx, max_call), a, b;
+    if (ring == 0)
+        return fx_mul_u64(row, fx_kv_block_bytes(hp, bt), &a) ? a : 0;
+    if (!fx_mul_u64(row, group_block_bytes(hp, bt, FX_KV_FULL_LAYERS), &a) ||
+        !fx_mul_u64(ring, group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS), &b) ||
+        a + b < a)
+        return 0;
+    return a + b;
+}
+
+static uint32_t clamp_blocks(uint64_t n) {
+    return n >= UINT32_MAX - 1 ? UINT32_MAX - 2 : (uint32_t)n;
+}
+
+void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,
+                uint32_t max_call, uint64_t bytes, fx_kv_params *out) {
+    uint32_t bt = block_tokens ? block_tokens : FX_KV_DEFAULT_BLOCK_TOKENS;
+    memset(out, 0, sizeof *out);
+    out->block_tokens = bt;
+    uint64_t ring = ring_blocks_for(hp, bt, n_ctx, max_call);
+    uint64_t row_bytes = fx_kv_row_bytes(hp, bt, n_ctx, max_call);
+    if (ring == 0 || row_bytes == 0) {
+        out->n_blocks = fx_kv_blocks_for_bytes(hp, bt, bytes);
+        return;
+    }
+    /* As many rows' worth of each pool as the bytes buy, the remainder
+     * split the same way. */
+    uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
+    uint64_t full_bytes = group_block_bytes(hp, bt, FX_KV_FULL_LAYERS);
+    uint64_t ring_bytes = group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS);
+    uint64_t rows = bytes / row_bytes, rest = bytes % row_bytes;
+    double share = (double)(row * full_bytes) / (double)row_bytes;
+    uint64_t rest_full = (uint64_t)((double)rest * share);
+    out->n_blocks = clamp_blocks(rows * row + rest_full / full_bytes);
+    out->n_ring_blocks = clamp_blocks(rows * ring + (rest - rest_full) / ring_bytes);
+    out->ring_call = max_call;
+    if (out->n_blocks == 0 || out->n_ring_blocks == 0)
+        out->n_blocks = out->n_ring_blocks = 0;
 }
 
 uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
@@ -49,6 +116,9 @@ void fx_kv_free(fx_kv *kv) {
         fx_free(a, l->table);
         fx_free(a, l->ptrs);
         fx_free(a, l->contig);
+        fx_free(a, l->ring);
+        fx_free(a, l->ring_at);
+        fx_free(a, l->ring_ptrs);
         memset(l, 0, sizeof *l);
         l->state = FX_KV_LEASE_RELEASED;
     }
@@ -59,6 +129,7 @@ void fx_kv_free(fx_kv *kv) {
                       kv->in_lru,       kv->scratch};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
         fx_free(a, arrays[i]);
+    fx_kv_ring_free(kv);
     fx_alloc alloc = kv->alloc;
     fx_free(&alloc, kv);
 }
@@ -77,7 +148,10 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
     if (n == 0 || n >= UINT32_MAX - 1)
         return fx_fail(err, FX_ERR_INVALID_ARG,
                        "kv: n_blocks %u out of range (1 .. 2^32 - 3)", n);
-    size_t floats = block_floats_checked(hp, bt);
+    /* With a ring, these blocks hold only the layers that see every
+     * position. */
+    size_t floats = fx_kv_floats_checked(
+        hp, bt, params->ring_call ? FX_KV_FULL_LAYERS : FX_KV_ALL_LAYERS);
     uint64_t total_floats, total_tokens;
     if (floats == 0 || !fx_mul_u64(floats, n, &total_floats) ||
         total_floats > SIZE_MAX / sizeof(float) ||
@@ -130,6 +204,11 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
     kv->n_free = n;
     kv->count[KV_FREE] = n;
     kv->lru_head = kv->lru_tail = KV_NIL;
+    fx_status st = fx_kv_ring_create(kv, params, err);
+    if (st != FX_OK) {
+        fx_kv_free(kv);
+        return st;
+    }
     *out = kv;
     return FX_OK;
 nomem:
@@ -140,6 +219,7 @@ nomem:
 
 uint32_t fx_kv_block_tokens(const fx_kv *kv) { return kv->block_tokens; }
 uint32_t fx_kv_total_blocks(const fx_kv *kv) { return kv->n_blocks; }
+bool fx_kv_has_ring(const fx_kv *kv) { return kv->ring_len > 0; }
 
 uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions) {
     uint64_t n = n_positions / kv->block_tokens +
@@ -208,8 +288,11 @@ fx_status fx_kv_unref(fx_kv *kv, uint32_t b, fx_error *err) {
 /* ---- budget ---- */
 
 fx_kv_fit fx_kv_fit_blocks(const fx_kv *kv, uint64_t n_blocks) {
-    if (n_blocks > kv->n_blocks) return FX_KV_NEVER;
-    return n_blocks <= kv_available(kv) ? FX_KV_NOW : FX_KV_LATER;
+    uint64_t ring = kv->ring_len == 0 ? 0
+                    : n_blocks < kv->ring_len ? n_blocks : kv->ring_len;
+    if (n_blocks > kv->n_blocks || ring > kv->n_ring) return FX_KV_NEVER;
+    return n_blocks <= kv_available(kv) && kv->ring_entitled + ring <= kv->n_ring
+               ? FX_KV_NOW : FX_KV_LATER;
 }
 
 void fx_kv_stats_get(const fx_kv *kv, fx_kv_stats *st) {
@@ -222,6 +305,11 @@ void fx_kv_stats_get(const fx_kv *kv, fx_kv_stats *st) {
     st->available = kv_available(kv);
     st->tree_nodes = kv->n_nodes;
     st->leases = kv->n_leases;
+    st->ring_total = kv->n_ring;
+    st->ring_free = kv->ring_count[KV_FREE];
+    st->ring_row = kv->ring_count[KV_ROW];
+    st->ring_cached = kv->ring_count[KV_CACHED];
+    st->ring_entitled = kv->ring_entitled;
 }
 
 /* ---- the check ---- */
@@ -310,6 +398,6 @@ fx_status fx_kv_check(const fx_kv *kv, fx_error *err) {
                        (unsigned long long)kv->reserved, count[KV_FREE],
                        count[KV_CACHED]);
     fx_status st = check_leases(kv, err);
-    if (st != FX_OK) return st;
-    return fx_kv_check_tree(kv, err);
+    if (st == FX_OK) st = fx_kv_check_tree(kv, err);
+    return st == FX_OK ? fx_kv_ring_check(kv, err) : st;
 }

@@ -98,6 +98,7 @@ int fx_kv_evict_one(fx_kv *kv) {
     if (next != KV_NIL) kv->prev_sibling[next] = prev;
     kv->parent[b] = kv->prev_sibling[b] = kv->next_sibling[b] = KV_NIL;
     kv->n_nodes--;
+    fx_kv_ring_detach(kv, b);
     kv_reclass(kv, b, c0);
     /* Its parent may have just become an unreferenced leaf. */
     if (p != kv->root) fx_kv_lru_sync(kv, p);

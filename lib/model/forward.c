@@ -42,11 +42,32 @@ struct fx_forward {
                                   ones for this max_ctx, or NULL */
     float *scores;   /* [n_threads][heads per KV head][max_ctx] attention
                         weights */
+    uint32_t *layer_slot; /* [n_layer] fx_kv_layer_slot, for ring views */
 };
 
+uint32_t fx_kv_group_layers(const fx_hparams *hp, fx_kv_group group) {
+    if (group == FX_KV_ALL_LAYERS) return hp->n_layer;
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        n += fx_layer_slides(hp, l) == (group == FX_KV_SLIDING_LAYERS);
+    return n;
+}
+
+uint32_t fx_kv_layer_slot(const fx_hparams *hp, uint32_t l) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l; i++)
+        n += fx_layer_slides(hp, i) == fx_layer_slides(hp, l);
+    return n;
+}
+
+size_t fx_kv_group_floats(const fx_hparams *hp, uint32_t block_tokens,
+                          fx_kv_group group) {
+    return (size_t)fx_kv_group_layers(hp, group) * 2 * block_tokens *
+           hp->n_head_kv * hp->head_dim;
+}
+
 size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens) {
-    return (size_t)hp->n_layer * 2 * block_tokens * hp->n_head_kv *
-           hp->head_dim;
+    return fx_kv_group_floats(hp, block_tokens, FX_KV_ALL_LAYERS);
 }
 
 void fx_forward_free(fx_forward *f) {
@@ -57,6 +78,7 @@ void fx_forward_free(fx_forward *f) {
                         f->rope_swa};
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
         fx_free(&alloc, buffers[i]);
+    fx_free(&alloc, f->layer_slot);
     fx_free(&alloc, f);
 }
 
@@ -109,8 +131,12 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
                                 (size_t)threads * (hp->n_head / hp->n_head_kv) *
                                     max_ctx,
                                 sizeof(float));
+    f->layer_slot = fx_malloc_array(alloc, hp->n_layer, sizeof *f->layer_slot);
+    if (f->layer_slot)
+        for (uint32_t l = 0; l < hp->n_layer; l++)
+            f->layer_slot[l] = fx_kv_layer_slot(hp, l);
     if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->attn || !f->proj ||
-        !f->gate || !f->up || !f->rope || !f->scores ||
+        !f->gate || !f->up || !f->rope || !f->scores || !f->layer_slot ||
         (own_swa_rope && !f->rope_swa)) {
         fx_forward_free(f);
         return fx_fail(err, FX_ERR_NOMEM,
@@ -130,9 +156,18 @@ static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
                       uint32_t pos) {
     const uint32_t bt = view->block_tokens;
     float *block = view->blocks[pos / bt];
-    const size_t run = ((size_t)layer * 2 + (uint32_t)is_value) *
+    size_t stride = view->run_stride;
+    uint32_t slot = layer;
+    if (view->ring) {
+        slot = f->layer_slot[layer];
+        if (fx_layer_slides(f->hp, layer)) {
+            block = view->ring[(pos / bt) % view->ring_blocks];
+            stride = view->ring_run_stride;
+        }
+    }
+    const size_t run = ((size_t)slot * 2 + (uint32_t)is_value) *
                            f->hp->n_head_kv + head;
-    return block + run * view->run_stride + (size_t)(pos % bt) * f->hp->head_dim;
+    return block + run * stride + (size_t)(pos % bt) * f->hp->head_dim;
 }
 
 /* ---- attention ---- */

@@ -174,10 +174,32 @@ typedef struct fx_kv_view {
     uint32_t n_blocks;
     uint32_t block_tokens;
     size_t run_stride;      /* floats from a block's run to its next */
+    /* Sliding layers kept apart (lib/kv's ring), or NULL: a sliding layer
+     * needs only its window, so its K/V of block index k live in
+     * ring[k % ring_blocks], which holds just the last ring_blocks blocks.
+     * With a ring, `blocks` holds only the other layers, and each kind
+     * numbers its own layers from 0 (fx_kv_layer_slot). */
+    float *const *ring;
+    uint32_t ring_blocks;
+    size_t ring_run_stride;
 } fx_kv_view;
 
-/* Floats one block of block_tokens positions takes. */
+/* Which layers a block holds: all of them, or one kind when sliding
+ * layers are kept apart. */
+typedef enum fx_kv_group {
+    FX_KV_ALL_LAYERS = 0,
+    FX_KV_FULL_LAYERS = 1,  /* the layers that see every position */
+    FX_KV_SLIDING_LAYERS = 2
+} fx_kv_group;
+
+/* Floats one block of block_tokens positions takes for a group. */
 size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens);
+size_t fx_kv_group_floats(const fx_hparams *hp, uint32_t block_tokens,
+                          fx_kv_group group);
+/* Layers in a group. */
+uint32_t fx_kv_group_layers(const fx_hparams *hp, fx_kv_group group);
+/* Layer l's place among the layers of its own kind (sliding or not). */
+uint32_t fx_kv_layer_slot(const fx_hparams *hp, uint32_t l);
 
 /* ---- batched forward ---- */
 
