@@ -12,7 +12,9 @@
  *   - a prepare within the row's admitted size never fails (the budget's
  *     promise, under eviction pressure).
  * At the end, with every row ended and every pin released, the blocks and
- * refcounts are back at baseline.
+ * refcounts are back at baseline. Run also with the sliding layer in
+ * rings: there a row must read its own history over its window, adopted
+ * windows included, and the ring pool is back at baseline too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +43,7 @@ typedef struct soak {
     fx_hparams hp;
     fx_kv *kv;
     uint32_t bt;
+    uint32_t ring_call; /* 0: no rings */
     uint64_t rng;
     row rows[SLOTS];
     fx_kv_pin pins[N_PINS];
@@ -69,11 +72,17 @@ static float sig(const int32_t *tokens, uint32_t p) {
 static float *slot(const soak *s, const fx_kv_view *v, uint32_t p, int which) {
     const uint32_t layer = which ? s->hp.n_layer - 1 : 0;
     const uint32_t head = which ? s->hp.n_head_kv - 1 : 0;
+    /* With rings, layer 0 (sliding) is the ring's first layer and the last
+     * (full) the blocks' first. */
+    const uint32_t at_layer = v->ring ? 0 : layer;
     const size_t run =
-        ((size_t)layer * 2 + (uint32_t)which) * s->hp.n_head_kv + head;
-    const size_t at = run * v->run_stride +
+        ((size_t)at_layer * 2 + (uint32_t)which) * s->hp.n_head_kv + head;
+    const size_t stride = v->ring && layer == 0 ? v->ring_run_stride : v->run_stride;
+    const size_t at = run * stride +
                       (size_t)(p % v->block_tokens) * s->hp.head_dim +
                       (which ? s->hp.head_dim - 1 : 0);
+    if (v->ring && layer == 0)
+        return v->ring[(p / v->block_tokens) % v->ring_blocks] + at;
     return v->blocks[p / v->block_tokens] + at;
 }
 
@@ -85,9 +94,13 @@ static void verify(soak *s, const char *after) {
         row *w = &s->rows[r];
         if (!w->admitted) continue;
         fx_kv_view v = fx_kv_lease_view(&w->lease);
-        for (uint32_t p = 0; p < fx_kv_lease_cursor(&w->lease); p++) {
+        const uint32_t cursor = fx_kv_lease_cursor(&w->lease);
+        for (uint32_t p = 0; p < cursor; p++) {
             float want = sig(w->tokens, p);
-            if (*slot(s, &v, p, 0) != want || *slot(s, &v, p, 1) != want)
+            /* A ring holds what the next position's window reads. */
+            int in_window = !v.ring || p + s->hp.n_swa > cursor;
+            if ((in_window && *slot(s, &v, p, 0) != want) ||
+                *slot(s, &v, p, 1) != want)
                 fail_msg("after %s: row %d position %u holds another "
                          "prefix's KV", after, r, p);
         }
@@ -121,13 +134,18 @@ static void try_admit(soak *s, row *w) {
     if (fit == FX_KV_NOW) {
         w->admitted = 1;
         /* DESIGN 4: the cursor starts at the adopted prefix, inside the
-         * prompt. */
-        assert_int_equal(fx_kv_lease_cursor(&w->lease), expect * s->bt);
-        assert_true(fx_kv_lease_cursor(&w->lease) < w->n_prompt);
-        s->n_adopted += expect > 0;
+         * prompt -- with rings, as deep as the tree has its window. */
+        uint32_t cursor = fx_kv_lease_cursor(&w->lease);
+        if (s->ring_call && w->lease.layout == FX_KV_PAGED)
+            assert_true(cursor % s->bt == 0 && cursor <= expect * s->bt);
+        else
+            assert_int_equal(cursor, expect * s->bt);
+        assert_true(cursor < w->n_prompt);
+        s->n_adopted += cursor > 0;
     } else if (fit == FX_KV_NEVER) {
-        /* Refused at submit: more than the whole pool. */
-        assert_true(fx_kv_blocks_for(kv, w->n_total) > fx_kv_total_blocks(kv));
+        /* Refused at submit: more than the whole pool (or ring pool). */
+        assert_int_equal(fx_kv_fit_blocks(kv, fx_kv_blocks_for(kv, w->n_total)),
+                         FX_KV_NEVER);
         s->n_never++;
         assert_int_equal(fx_kv_lease_release(&w->lease, &err), FX_OK);
         fx_kv_lease_free(&w->lease);
@@ -171,8 +189,12 @@ static void op_step(soak *s) {
     uint32_t cur = fx_kv_lease_cursor(&w->lease);
     if (cur >= w->n_total) return;
     uint32_t n = 1 + rnd(s, 8);
+    if (s->ring_call && n > s->ring_call) n = s->ring_call;
     if (n > w->n_total - cur) n = w->n_total - cur;
     fx_error err;
+    /* As the batcher: full blocks published before a ring lets them go. */
+    if (s->ring_call && fx_kv_lease_publish(&w->lease, w->tokens, cur, &err) != FX_OK)
+        fail_msg("publish: %s", err.message);
     fx_kv_stats before, after;
     fx_kv_stats_get(s->kv, &before);
     if (fx_kv_lease_prepare(&w->lease, n, &err) != FX_OK)
@@ -238,7 +260,10 @@ static void op_unpin(soak *s) {
         assert_int_equal(fx_kv_unpin(s->kv, &s->pins[i], &err), FX_ERR_INVALID_ARG);
 }
 
-static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed) {
+/* n_ring 0: no rings; else layer 0 slides over 7 positions, in rings
+ * for calls of up to 3, from a pool of n_ring blocks. */
+static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed,
+                     uint32_t n_ring) {
     soak *s = calloc(1, sizeof *s);
     assert_non_null(s);
     fx_alloc_init(&s->alloc, NULL);
@@ -248,7 +273,13 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed) {
     s->hp.head_dim = 2;
     s->bt = bt;
     s->rng = seed;
-    fx_kv_params p = {.n_blocks = n_blocks, .block_tokens = bt};
+    if (n_ring) {
+        s->hp.n_swa = 7;
+        s->hp.swa_period = 2;
+        s->ring_call = 3;
+    }
+    fx_kv_params p = {.n_blocks = n_blocks, .block_tokens = bt,
+                      .ring_call = s->ring_call, .n_ring_blocks = n_ring};
     fx_error err;
     assert_int_equal(fx_kv_create(&s->alloc, &s->hp, &p, &s->kv, &err), FX_OK);
     for (int op = 0; op < OPS; op++) {
@@ -297,9 +328,12 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed) {
     assert_int_equal(st.reserved, 0);
     assert_int_equal(st.leases, 0);
     assert_int_equal(st.available, n_blocks);
+    assert_int_equal(st.ring_row, 0);
+    assert_int_equal(st.ring_entitled, 0);
     fx_kv_evict(s->kv, UINT32_MAX, NULL);
     fx_kv_stats_get(s->kv, &st);
     assert_int_equal(st.free, n_blocks);
+    assert_int_equal(st.ring_free, n_ring);
     assert_int_equal(st.tree_nodes, 0);
     for (uint32_t b = 0; b < n_blocks; b++)
         assert_int_equal(fx_kv_block_refcount(s->kv, b), 0);
@@ -310,17 +344,25 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed) {
 
 static void test_soak_bt4(void **state) {
     (void)state;
-    run_soak(4, 24, 12345);
+    run_soak(4, 24, 12345, 0);
 }
 
 static void test_soak_bt5(void **state) {
     (void)state;
-    run_soak(5, 19, 777);
+    run_soak(5, 19, 777, 0);
 }
 
 static void test_soak_bt16(void **state) {
     (void)state;
-    run_soak(16, 6, 4242);
+    run_soak(16, 6, 4242, 0);
+}
+
+/* Rings of (7 + 3 - 2) / bt + 2 blocks: 4 at bt 4, 3 at bt 5; pools that
+ * hold two or three of them, so rows wait for ring blocks too. */
+static void test_soak_rings(void **state) {
+    (void)state;
+    run_soak(4, 24, 31337, 10);
+    run_soak(5, 19, 4711, 7);
 }
 
 int main(void) {
@@ -328,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_soak_bt4),
         cmocka_unit_test(test_soak_bt5),
         cmocka_unit_test(test_soak_bt16),
+        cmocka_unit_test(test_soak_rings),
     };
     return cmocka_run_group_tests_name("kv_soak", tests, NULL, NULL);
 }
