@@ -650,8 +650,9 @@ FX_API fx_status fx_model_tensor_get(const fx_model *model, uint64_t index,
  * SentencePiece (tokenizer.ggml.model "llama") and byte-level BPE ("gpt2",
  * with the pre-tokenizers "default", "gpt-2", "llama-bpe"/"llama3",
  * "qwen2", "smollm", "falcon", "deepseek-llm", "deepseek-coder",
- * "deepseek-v3", "tekken", "bloom", "poro-chat", "viking", "chatglm-bpe"
- * and their aliases; any other tokenizer.ggml.pre is refused by name).
+ * "deepseek-v3", "tekken", "bloom", "poro-chat", "viking", "chatglm-bpe",
+ * "gpt-4o"/"llama4" and their aliases; any other tokenizer.ggml.pre is
+ * refused by name).
  * Token ids match llama.cpp's.
  * User-defined tokens (added tokens that are not control tokens: GPT-NeoX's
  * runs of spaces, Qwen2.5's `<tool_call>`) are matched in any text, as

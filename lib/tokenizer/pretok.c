@@ -365,6 +365,18 @@ static const pt_step k_tekken[] = {
                  "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| "
                  "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
 
+/* gpt-4o (o200k). tokenizer.json's expression has case classes
+ * ([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+ and the
+ * reverse, contractions (?i:...)?); llama.cpp runs this rewrite of it
+ * instead, over collapsed categories, so "upper" is a letter not in a-z and
+ * "lower" one not in A-Z (every letter beyond ASCII is both), and a mark
+ * is no letter: a mark ends a word. */
+#define RE_APOS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+static const pt_step k_gpt4o[] = {
+    {PASS_REGEX, "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+" RE_APOS
+                 "|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*" RE_APOS
+                 "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
+
 static fx_status passes_of(fx_pretok kind, const pt_step **steps, size_t *n, fx_error *err) {
     static const pt_step k_default[] = {
         {PASS_PUNCT, NULL}, {PASS_GPT2, NULL}, {PASS_DIGITS, NULL}, {PASS_ASCII3, NULL}};
@@ -386,6 +398,7 @@ static fx_status passes_of(fx_pretok kind, const pt_step **steps, size_t *n, fx_
     case FX_PRETOK_BLOOM: return STEPS(k_bloom);
     case FX_PRETOK_VIKING: return STEPS(k_viking);
     case FX_PRETOK_TEKKEN: return STEPS(k_tekken);
+    case FX_PRETOK_GPT4O: return STEPS(k_gpt4o);
     default: return fx_fail(err, FX_ERR_INVALID_ARG, "pre-tokenizer: no such kind (%d)", (int)kind);
     }
 #undef STEPS

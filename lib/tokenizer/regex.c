@@ -5,7 +5,8 @@
  * time), which is what llama.cpp runs them with (std::wregex). Only what
  * those expressions use: literals, classes with ranges, \s \S \p{L|N|P|S|M}
  * \r \n \t and escaped punctuation, groups (?: ) ( ), lookaheads (?= )
- * (?! ), ? * + {n} {n,} {n,m}, alternation and $.
+ * (?! ), ? * + {n} {n,} {n,m}, alternation and $. Of a group wider than
+ * one symbol only ? (gpt-4o's optional contraction).
  *
  * Text is matched as "symbols", the code points as llama.cpp hands them to
  * std::regex (rx_symbol): whitespace beyond ASCII becomes 0x0B, and when
@@ -15,8 +16,8 @@
  * not ~).
  *
  * Bounded: only one-symbol things repeat (a loop, not a recursion per
- * symbol), so the recursion depth is a property of the expression, not of
- * the text;
+ * symbol), or a group at most once ((...)?), so the recursion depth is a
+ * property of the expression, not of the text;
  * and each search has a step budget linear in the text, past which the
  * rest of the piece is left unsplit (a valid split all the same), so no
  * input makes a search quadratic.
@@ -307,8 +308,9 @@ static rx_node *parse_repeat(rx_parse *ps) {
     }
     ps->i++;
     if (ps->i < ps->n && ps->p[ps->i] == '?') return ps->bad = true, NULL; /* lazy */
-    /* repeats only of one-symbol things: see the top */
-    if (!atom->width1) return ps->bad = true, NULL;
+    /* repeats only of one-symbol things (see the top), but for an
+     * optional group, which recurses once whatever the text */
+    if (!atom->width1 && c != '?') return ps->bad = true, NULL;
     rx_node *n = new_node(ps, N_REPEAT);
     if (!n || !add_kid(ps, n, atom)) return NULL;
     n->min = min;
@@ -423,6 +425,8 @@ static bool one(rx_run *r, const rx_node *n, size_t pos) {
  * recursing per symbol. */
 static bool repeat(rx_run *r, const rx_node *n, size_t pos, const rx_cont *k, size_t *end) {
     const rx_node *kid = n->kids[0];
+    if (!kid->width1) /* (...)? : with it, then without */
+        return match(r, kid, pos, k, end) || (r->steps > 0 && cont(r, pos, k, end));
     size_t c = 0;
     while (c < n->max && one(r, kid, pos + c)) c++;
     if (c < n->min) return false;

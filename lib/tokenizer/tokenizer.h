@@ -85,7 +85,8 @@ typedef enum fx_pretok {
     FX_PRETOK_DEEPSEEK3,
     FX_PRETOK_BLOOM,
     FX_PRETOK_VIKING,
-    FX_PRETOK_TEKKEN
+    FX_PRETOK_TEKKEN,
+    FX_PRETOK_GPT4O
 } fx_pretok;
 
 /* Maps a tokenizer.ggml.pre name to its kind; false if unknown. */

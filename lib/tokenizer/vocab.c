@@ -225,6 +225,13 @@ static const struct {
     {"gpt3-finnish", FX_PRETOK_BLOOM, false, false},
     {"viking", FX_PRETOK_VIKING, false, false},
     {"tekken", FX_PRETOK_TEKKEN, true, true},
+    /* llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O, and minimax-m2 whose type
+     * has the same expression */
+    {"gpt-4o", FX_PRETOK_GPT4O, false, false},
+    {"llama4", FX_PRETOK_GPT4O, false, false},
+    {"kanana2", FX_PRETOK_GPT4O, false, false},
+    {"talkie", FX_PRETOK_GPT4O, false, false},
+    {"minimax-m2", FX_PRETOK_GPT4O, false, false},
 };
 
 static int pre_lookup(const char *name, size_t len) {
