@@ -27,6 +27,8 @@ static const char *const k_atoms[] = {
     ".", ",", "!?", "$", "+", "1", "23", "4567", "\xc3\xa9", "\xc3\x9f", "\xe4\xb8\xad", "\xe6\x96\x87",
     "\xf0\x9f\x99\x82", "\xe2\x96\x81", "\xf0", "\xe2\x96", "\xff", "\x80", "\xc3", "\xc2\xa0", "\xe3\x80\x80",
     "\xc2\xb2", "<s>", "x",
+    /* for gpt-4o: case changes, a capital beyond ASCII, a mark, contractions of any case, a slash */
+    "ABC", "Ab", "\xc3\x80", "\xcc\x81", "'S", "'re", "/",
 };
 
 static size_t random_text(uint64_t *seed, char *buf, size_t cap) {
@@ -94,7 +96,8 @@ static void test_pretok_blocks_equal_whole_text(void **state) {
     static const fx_pretok kinds[] = {FX_PRETOK_DEFAULT,      FX_PRETOK_GPT2,           FX_PRETOK_LLAMA3,
                                       FX_PRETOK_QWEN2,        FX_PRETOK_SMOLLM,         FX_PRETOK_FALCON,
                                       FX_PRETOK_DEEPSEEK_LLM, FX_PRETOK_DEEPSEEK_CODER, FX_PRETOK_DEEPSEEK3,
-                                      FX_PRETOK_BLOOM,        FX_PRETOK_VIKING,         FX_PRETOK_TEKKEN};
+                                      FX_PRETOK_BLOOM,        FX_PRETOK_VIKING,         FX_PRETOK_TEKKEN,
+                                      FX_PRETOK_GPT4O};
     uint64_t seed = 0xabcdef;
     char text[1024];
     size_t cuts = 0;

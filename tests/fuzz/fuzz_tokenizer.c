@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FX_PRETOK_NONE,         FX_PRETOK_LLAMA3,         FX_PRETOK_QWEN2,     FX_PRETOK_GPT2,
         FX_PRETOK_DEFAULT,      FX_PRETOK_SMOLLM,         FX_PRETOK_FALCON,    FX_PRETOK_DEEPSEEK_LLM,
         FX_PRETOK_DEEPSEEK_CODER, FX_PRETOK_DEEPSEEK3,    FX_PRETOK_BLOOM,     FX_PRETOK_VIKING,
-        FX_PRETOK_TEKKEN,       FX_PRETOK_NONE,           FX_PRETOK_NONE,      FX_PRETOK_NONE};
+        FX_PRETOK_TEKKEN,       FX_PRETOK_GPT4O,          FX_PRETOK_NONE,      FX_PRETOK_NONE};
     if (kinds[mode >> 4] != FX_PRETOK_NONE) check_pretok(kinds[mode >> 4], text, len);
 
     /* Ask with a small buffer first when bit 3 is set: the answer must be
