@@ -96,7 +96,10 @@ bool fx_pretok_from_name(const char *name, size_t len, fx_pretok *out);
  * with fx_free; NULL for empty text) receives the byte offset where each
  * piece ends, *n_pieces their count.
  * Each byte that does not start a valid UTF-8 sequence counts as one
- * U+FFFD (a symbol), as llama.cpp treats it. */
+ * U+FFFD (a symbol), as llama.cpp treats a stray byte. Overlong forms and
+ * surrogates are invalid too, byte by byte, where llama.cpp decodes them
+ * as code points (C0 80 as U+0000): text that is not UTF-8 may split
+ * differently there, never out of bounds. */
 fx_status fx_pretok_split(fx_pretok kind, const fx_alloc *alloc,
                           const char *text, size_t len, size_t **ends,
                           size_t *n_pieces, fx_error *err);
