@@ -8,7 +8,8 @@
  *     ring pool, NEVER when one row's ring exceeds it;
  *   - publish hangs ring blocks on the tree, adoption goes only as deep as
  *     the tree has the window before, and eviction (of cached ring blocks
- *     or of their nodes) only shortens what can be adopted;
+ *     or of their nodes) only shortens what can be adopted; a pin keeps
+ *     the window before its end;
  *   - fx_kv_check catches a corrupted ring; a failed allocation of the
  *     ring pool or of a lease's ring is FX_ERR_NOMEM, nothing half made.
  * fx_kv_check runs after every step.
@@ -303,6 +304,61 @@ static void test_ring_adoption(void **state) {
     fx_kv_free(kv);
 }
 
+/* A pin keeps the window before its end, so rows continuing it adopt all
+ * of it however short the ring pool runs; it costs entitlement room. */
+static void test_ring_pins(void **state) {
+    (void)state;
+    fixture fx;
+    open_ring(&fx, 128, 16);
+    fx_kv *kv = fx.kv;
+    int32_t t[30];
+    seq(t, 30, 1);
+    fx_kv_lease l;
+    admit(kv, &l, t, 30, 30, FX_KV_NOW);
+    run_to(&l, t, 30, 1);
+    end_row(&l, t, 30);
+    assert_int_equal(stats(kv).ring_cached, 7);
+    fx_kv_pin pin;
+    fx_kv_fit fit;
+    OK(fx_kv_pin_prefix(kv, t, 28, &pin, &fit, &e_));
+    assert_int_equal(fit, FX_KV_NOW);
+    assert_int_equal(pin.n_blocks, 7);
+    /* The window of position 28: blocks 5 and 6. */
+    assert_int_equal(stats(kv).ring_pinned, 2);
+    check(kv);
+    fx_kv_lease rows[5];
+    int32_t v[5][30];
+    for (int i = 0; i < 4; i++) {
+        seq(v[i], 30, 1000 * (i + 1));
+        admit(kv, &rows[i], v[i], 30, 30, FX_KV_NOW);
+        run_to(&rows[i], v[i], 30, 0);
+    }
+    /* 12 held + 2 pinned of 16: a fifth ring of 3 waits; three cached
+     * blocks went to make room, the pinned ones stayed. */
+    seq(v[4], 30, 9000);
+    admit(kv, &rows[4], v[4], 30, 30, FX_KV_LATER);
+    fx_kv_stats st = stats(kv);
+    assert_int_equal(st.ring_cached, 2);
+    assert_int_equal(st.ring_pinned, 2);
+    OK(fx_kv_lease_release(&rows[3], &e_));
+    assert_int_equal(admit(kv, &l, t, 29, 29, FX_KV_NOW), 28);
+    /* Unpinned, the room is back: the fifth row runs, and a pin that
+     * would leave the rings short waits, changing nothing. */
+    OK(fx_kv_unpin(kv, &pin, &e_));
+    assert_int_equal(stats(kv).ring_pinned, 0);
+    OK(fx_kv_lease_admit(&rows[4], v[4], 30, 30, &fit, &e_));
+    assert_int_equal(fit, FX_KV_NOW); /* 9 + 3 + 3 of 16 */
+    OK(fx_kv_pin_prefix(kv, t, 28, &pin, &fit, &e_));
+    assert_int_equal(fit, FX_KV_LATER); /* 15 + 2 > 16 */
+    assert_false(pin.active);
+    assert_int_equal(stats(kv).ring_pinned, 0);
+    fx_kv_lease_free(&l);
+    check(kv);
+    for (int i = 0; i < 5; i++) fx_kv_lease_free(&rows[i]);
+    check(kv);
+    fx_kv_free(kv);
+}
+
 static void test_ring_check_detects(void **state) {
     (void)state;
     fixture fx;
@@ -327,6 +383,10 @@ static void test_ring_check_detects(void **state) {
     EXPECT_CAUGHT(kv->ring_refs[b]++, kv->ring_refs[b]--);
     EXPECT_CAUGHT(kv->ring_count[KV_FREE]--, kv->ring_count[KV_FREE]++);
     EXPECT_CAUGHT(kv->ring_entitled++, kv->ring_entitled--);
+    EXPECT_CAUGHT(kv->ring_pinned++, kv->ring_pinned--);
+    /* A block pinned off any pinned path (its class moves too). */
+    EXPECT_CAUGHT((kv->ring_pins[b]++, kv->ring_pinned++),
+                  (kv->ring_pins[b]--, kv->ring_pinned--));
     EXPECT_CAUGHT(l.ring_held++, l.ring_held--);
     uint32_t hung = kv->node_ring[node];
     EXPECT_CAUGHT(kv->node_ring[node] = KV_NIL, kv->node_ring[node] = hung);
@@ -409,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_ring_bounds_a_row),
         cmocka_unit_test(test_ring_admission),
         cmocka_unit_test(test_ring_adoption),
+        cmocka_unit_test(test_ring_pins),
         cmocka_unit_test(test_ring_check_detects),
         cmocka_unit_test(test_ring_allocation_failure),
     };

@@ -329,6 +329,7 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed,
     assert_int_equal(st.leases, 0);
     assert_int_equal(st.available, n_blocks);
     assert_int_equal(st.ring_row, 0);
+    assert_int_equal(st.ring_pinned, 0);
     assert_int_equal(st.ring_entitled, 0);
     fx_kv_evict(s->kv, UINT32_MAX, NULL);
     fx_kv_stats_get(s->kv, &st);

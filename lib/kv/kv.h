@@ -145,6 +145,7 @@ typedef struct fx_kv_stats {
     uint32_t leases;    /* live leases (initialized, not freed) */
     /* The sliding layers' pool (all 0 without one). */
     uint32_t ring_total, ring_free, ring_row, ring_cached;
+    uint32_t ring_pinned;   /* in the window of some pin's end */
     uint64_t ring_entitled; /* blocks the active leases' rings may hold */
 } fx_kv_stats;
 
@@ -182,9 +183,11 @@ typedef struct fx_kv_pin {
     int active;
 } fx_kv_pin;
 
-/* Pins the longest cached whole-block prefix of tokens. Pinning cached
- * blocks takes them out of `available`, so it is a reservation like any
- * other: *fit is FX_KV_LATER (and nothing is pinned) when it does not fit.
+/* Pins the longest cached whole-block prefix of tokens -- with rings, and
+ * the ring blocks of the window before its end, so rows continuing it
+ * adopt all of it. Pinning cached blocks takes them out of `available`,
+ * so it is a reservation like any other: *fit is FX_KV_LATER (and nothing
+ * is pinned) when it does not fit.
  * Blocks a lease holds cost nothing to pin, so pinning right after publish
  * and before release always fits. */
 fx_status fx_kv_pin_prefix(fx_kv *kv, const int32_t *tokens, size_t n_tokens,

@@ -61,7 +61,8 @@ struct fx_kv {
      * one may also hang on the tree node of the same positions (node_ring),
      * so a row adopting the prefix up to there finds its window. One that
      * hangs on a node and no lease holds is cached: evicted oldest first
-     * (ring LRU), which only shortens what later rows can adopt. */
+     * (ring LRU), which only shortens what later rows can adopt --
+     * unless a pin's window holds it (pinned). */
     uint32_t ring_len;       /* slots of a lease's ring */
     uint32_t ring_call;      /* most positions one forward call may add */
     uint32_t n_ring;         /* blocks in the pool */
@@ -76,10 +77,13 @@ struct fx_kv {
     uint32_t *ring_lru_prev; /* [n_ring] cached ring blocks, oldest first */
     uint32_t *ring_lru_next;
     uint32_t ring_lru_head, ring_lru_tail;
-    uint32_t ring_count[KV_NCLASS]; /* free, row and cached only */
-    /* Sum of the active leases' ring_cap. Kept <= n_ring: every lease
-     * holds at most ring_cap blocks, so while one holds fewer, some block
-     * is free or cached and its draw succeeds. */
+    uint32_t *ring_pins;     /* [n_ring] pins whose window holds it */
+    uint32_t ring_pinned;    /* ring blocks with ring_pins > 0 */
+    uint32_t ring_count[KV_NCLASS];
+    /* Sum of the active leases' ring_cap. Kept <= n_ring - ring_pinned:
+     * every lease holds at most ring_cap blocks, so while one holds fewer,
+     * some block is neither held nor pinned -- free or cached -- and its
+     * draw succeeds. */
     uint64_t ring_entitled;
     uint32_t *ring_scratch;  /* [n_ring] for fx_kv_check only */
 };
@@ -171,6 +175,12 @@ fx_status fx_kv_ring_grow(fx_kv_lease *lease, uint32_t first_block,
 void fx_kv_ring_publish(fx_kv_lease *lease, uint32_t block_index,
                         uint32_t node);
 fx_status fx_kv_ring_release(fx_kv_lease *lease, fx_error *err);
+/* A pin of the path ending at node, depth k, keeps the ring blocks of the
+ * window before k too: LATER (NEVER), nothing changed, when they would
+ * leave some lease's ring draw without a block. unpin drops them again
+ * (nothing is attached to a pinned node meanwhile). */
+fx_kv_fit fx_kv_ring_pin(fx_kv *kv, uint32_t node, uint32_t k);
+void fx_kv_ring_unpin(fx_kv *kv, uint32_t node, uint32_t k);
 fx_status fx_kv_ring_check(const fx_kv *kv, fx_error *err);
 
 #endif /* FX_KV_IMPL_H */

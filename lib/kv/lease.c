@@ -149,7 +149,7 @@ fx_status fx_kv_lease_admit(fx_kv_lease *lease, const int32_t *prompt,
     for (uint32_t i = 0; i < k; i++)
         cached += kv_class(kv, lease->table[i]) == KV_CACHED;
     if ((uint64_t)(need - k) + cached > kv_available(kv) ||
-        kv->ring_entitled + ring_cap > kv->n_ring) {
+        kv->ring_entitled + kv->ring_pinned + ring_cap > kv->n_ring) {
         *fit = FX_KV_LATER;
         return FX_OK;
     }

@@ -291,7 +291,8 @@ fx_kv_fit fx_kv_fit_blocks(const fx_kv *kv, uint64_t n_blocks) {
     uint64_t ring = kv->ring_len == 0 ? 0
                     : n_blocks < kv->ring_len ? n_blocks : kv->ring_len;
     if (n_blocks > kv->n_blocks || ring > kv->n_ring) return FX_KV_NEVER;
-    return n_blocks <= kv_available(kv) && kv->ring_entitled + ring <= kv->n_ring
+    return n_blocks <= kv_available(kv) &&
+                   kv->ring_entitled + kv->ring_pinned + ring <= kv->n_ring
                ? FX_KV_NOW : FX_KV_LATER;
 }
 
@@ -310,6 +311,7 @@ void fx_kv_stats_get(const fx_kv *kv, fx_kv_stats *st) {
     st->ring_row = kv->ring_count[KV_ROW];
     st->ring_cached = kv->ring_count[KV_CACHED];
     st->ring_entitled = kv->ring_entitled;
+    st->ring_pinned = kv->ring_pinned;
 }
 
 /* ---- the check ---- */

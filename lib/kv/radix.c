@@ -156,6 +156,8 @@ fx_status fx_kv_pin_prefix(fx_kv *kv, const int32_t *tokens, size_t n_tokens,
         *fit = cost > kv->n_blocks ? FX_KV_NEVER : FX_KV_LATER;
         return FX_OK;
     }
+    /* Sliding layers: the window before the pin's end stays too. */
+    if ((*fit = fx_kv_ring_pin(kv, node, k)) != FX_KV_NOW) return FX_OK;
     kv->tick++;
     for (uint32_t b = node; b != kv->root; b = kv->parent[b]) {
         int c0 = kv_class(kv, b);
@@ -193,6 +195,7 @@ fx_status fx_kv_unpin(fx_kv *kv, fx_kv_pin *pin, fx_error *err) {
         return fx_fail(err, FX_ERR_INTERNAL,
                        "kv unpin: internal error: pin of %u blocks found at "
                        "depth %u", pin->n_blocks, depth);
+    fx_kv_ring_unpin(kv, pin->node, pin->n_blocks);
     kv->tick++;
     for (uint32_t b = pin->node; b != kv->root; b = kv->parent[b]) {
         int c0 = kv_class(kv, b);

@@ -19,6 +19,7 @@
 
 static int ring_class(const fx_kv *kv, uint32_t b) {
     if (kv->ring_refs[b] > 0) return KV_ROW;
+    if (kv->ring_pins[b] > 0) return KV_PINNED;
     return kv->ring_node[b] != KV_NIL ? KV_CACHED : KV_FREE;
 }
 
@@ -85,6 +86,7 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
                                    &kv->ring_raw);
     if (!kv->ring_data ||
         !(kv->ring_refs = fx_calloc(&kv->alloc, n, sizeof(uint32_t))) ||
+        !(kv->ring_pins = fx_calloc(&kv->alloc, n, sizeof(uint32_t))) ||
         !(kv->ring_node = fx_malloc_array(&kv->alloc, n, sizeof(uint32_t))) ||
         !(kv->node_ring = fx_malloc_array(&kv->alloc, kv->n_blocks, sizeof(uint32_t))) ||
         !(kv->ring_free = fx_malloc_array(&kv->alloc, n, sizeof(uint32_t))) ||
@@ -105,7 +107,8 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
 }
 
 void fx_kv_ring_free(fx_kv *kv) {
-    void *arrays[] = {kv->ring_raw,      kv->ring_refs,     kv->ring_node,
+    void *arrays[] = {kv->ring_raw,      kv->ring_refs,     kv->ring_pins,
+                      kv->ring_node,
                       kv->node_ring,     kv->ring_free,     kv->ring_lru_prev,
                       kv->ring_lru_next, kv->ring_scratch};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
@@ -235,7 +238,7 @@ fx_status fx_kv_ring_grow(fx_kv_lease *lease, uint32_t first_block,
         }
         if (lease->ring_held >= lease->ring_cap) {
             /* Outgrowing its admission: only what nobody was promised. */
-            if (kv->ring_entitled >= kv->n_ring)
+            if (kv->ring_entitled + kv->ring_pinned >= kv->n_ring)
                 return fx_fail(err, FX_ERR_TOO_LARGE,
                                "kv prepare: row outgrew its ring and no "
                                "ring block is unpromised");
@@ -263,7 +266,10 @@ fx_status fx_kv_ring_grow(fx_kv_lease *lease, uint32_t first_block,
 void fx_kv_ring_publish(fx_kv_lease *lease, uint32_t block_index,
                         uint32_t node) {
     fx_kv *kv = lease->kv;
-    if (kv->ring_len == 0 || kv->node_ring[node] != KV_NIL) return;
+    /* A pinned node's ring block is frozen, so that unpin finds what pin
+     * counted. */
+    if (kv->ring_len == 0 || kv->node_ring[node] != KV_NIL || kv->pins[node] > 0)
+        return;
     uint32_t s = block_index % kv->ring_len;
     uint32_t b = lease->ring[s];
     if (b == KV_NIL || lease->ring_at[s] != block_index ||
@@ -289,6 +295,45 @@ fx_status fx_kv_ring_release(fx_kv_lease *lease, fx_error *err) {
     kv->ring_entitled -= lease->ring_cap;
     lease->ring_cap = lease->ring_held = 0;
     return first;
+}
+
+/* ---- pins ---- */
+
+/* The window before depth k of the path that ends at node: the ring
+ * blocks on its last k - first_block(k * bt) nodes, walked up from node. */
+#define FOR_WINDOW_NODES(kv, node, k, n)                                      \
+    for (uint32_t n = (node), left_ = (k) - fx_kv_ring_first_block(           \
+                                  (kv), (k) * (kv)->block_tokens);            \
+         left_ > 0 && n != (kv)->root; n = (kv)->parent[n], left_--)
+
+fx_kv_fit fx_kv_ring_pin(fx_kv *kv, uint32_t node, uint32_t k) {
+    if (kv->ring_len == 0 || k == 0) return FX_KV_NOW;
+    uint32_t add = 0;
+    FOR_WINDOW_NODES(kv, node, k, n) {
+        uint32_t b = kv->node_ring[n];
+        add += b != KV_NIL && kv->ring_pins[b] == 0;
+    }
+    if (kv->ring_entitled + kv->ring_pinned + add > kv->n_ring)
+        return add > kv->n_ring ? FX_KV_NEVER : FX_KV_LATER;
+    FOR_WINDOW_NODES(kv, node, k, n) {
+        uint32_t b = kv->node_ring[n];
+        if (b == KV_NIL) continue;
+        int c0 = ring_class(kv, b);
+        kv->ring_pinned += kv->ring_pins[b]++ == 0;
+        ring_reclass(kv, b, c0);
+    }
+    return FX_KV_NOW;
+}
+
+void fx_kv_ring_unpin(fx_kv *kv, uint32_t node, uint32_t k) {
+    if (kv->ring_len == 0 || k == 0) return;
+    FOR_WINDOW_NODES(kv, node, k, n) {
+        uint32_t b = kv->node_ring[n];
+        if (b == KV_NIL || kv->ring_pins[b] == 0) continue;
+        int c0 = ring_class(kv, b);
+        kv->ring_pinned -= --kv->ring_pins[b] == 0;
+        ring_reclass(kv, b, c0);
+    }
 }
 
 /* ---- the ring half of fx_kv_check ---- */
@@ -317,11 +362,13 @@ static fx_status check_ring_leases(const fx_kv *kv, fx_error *err) {
                            "kv check: a lease holds %u ring blocks, says %u, "
                            "may hold %u", held, l->ring_held, l->ring_cap);
     }
-    if (entitled != kv->ring_entitled || entitled > kv->n_ring)
+    if (entitled != kv->ring_entitled ||
+        entitled + kv->ring_pinned > kv->n_ring)
         return fx_fail(err, FX_ERR_INTERNAL,
-                       "kv check: ring entitlements %llu, counter %llu, pool %u",
-                       (unsigned long long)entitled,
-                       (unsigned long long)kv->ring_entitled, kv->n_ring);
+                       "kv check: ring entitlements %llu, counter %llu, %u "
+                       "pinned, pool %u", (unsigned long long)entitled,
+                       (unsigned long long)kv->ring_entitled, kv->ring_pinned,
+                       kv->n_ring);
     for (uint32_t b = 0; b < kv->n_ring; b++)
         if (refs[b] != kv->ring_refs[b])
             return fx_fail(err, FX_ERR_INTERNAL,
@@ -332,10 +379,16 @@ static fx_status check_ring_leases(const fx_kv *kv, fx_error *err) {
 
 fx_status fx_kv_ring_check(const fx_kv *kv, fx_error *err) {
     if (kv->ring_len == 0) return FX_OK;
-    uint32_t count[KV_NCLASS] = {0};
+    uint32_t count[KV_NCLASS] = {0}, pinned = 0;
     for (uint32_t b = 0; b < kv->n_ring; b++) {
         count[ring_class(kv, b)]++;
         uint32_t node = kv->ring_node[b];
+        /* A pin holds ring blocks only on its own (pinned) path. */
+        if (kv->ring_pins[b] > 0 &&
+            (node == KV_NIL || node >= kv->n_blocks || kv->pins[node] == 0))
+            return fx_fail(err, FX_ERR_INTERNAL,
+                           "kv check: pinned ring block %u is off a pinned path", b);
+        pinned += kv->ring_pins[b] > 0;
         if (node != KV_NIL &&
             (node >= kv->n_blocks || !kv_in_tree(kv, node) || kv->node_ring[node] != b))
             return fx_fail(err, FX_ERR_INTERNAL,
@@ -347,6 +400,10 @@ fx_status fx_kv_ring_check(const fx_kv *kv, fx_error *err) {
             return fx_fail(err, FX_ERR_INTERNAL,
                            "kv check: node %u's ring block %u is bad", node, b);
     }
+    if (pinned != kv->ring_pinned)
+        return fx_fail(err, FX_ERR_INTERNAL,
+                       "kv check: %u ring blocks pinned, counter %u", pinned,
+                       kv->ring_pinned);
     for (int c = 0; c < KV_NCLASS; c++)
         if (count[c] != kv->ring_count[c])
             return fx_fail(err, FX_ERR_INTERNAL,
