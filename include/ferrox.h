@@ -1449,6 +1449,22 @@ typedef struct fx_request {
      * arrives as an FX_EVENT_TOKEN event with its log-probability and this
      * many most likely alternatives. */
     uint32_t n_logprobs;
+    /** A lazy grammar (with `grammar` or FX_REQUEST_JSON): the row samples
+     * freely until its output contains one of these strings (or one of
+     * grammar_trigger_tokens is sampled), as a tool call starts when the
+     * model decides. The grammar then reads the output from the start of
+     * the first trigger to the end of the token that completed it -- so
+     * it must start with the trigger (`root ::= "<tool_call>" ...`) --
+     * and constrains every later token; output it cannot read ends the
+     * row with FX_FINISH_ERROR / FX_ERR_GRAMMAR. Text before the trigger
+     * streams as usual; fx_event.grammar_start says where the grammar took
+     * over. NULL / 0 (default): the grammar applies from the first token.
+     * Up to 64 strings of 1-256 bytes (NUL-terminated) and 64 tokens.
+     * Copied. */
+    const char *const *grammar_triggers;
+    size_t n_grammar_triggers;     /**< how many trigger strings */
+    const int32_t *grammar_trigger_tokens; /**< trigger token ids; copied */
+    size_t n_grammar_trigger_tokens; /**< how many trigger tokens */
 } fx_request;
 
 /**
@@ -1614,6 +1630,13 @@ typedef struct fx_event {
     float logprob;              /**< TOKEN: natural log of its probability */
     const fx_token_logprob *top; /**< TOKEN: the alternatives */
     size_t n_top;               /**< TOKEN: how many alternatives */
+    /** TEXT and DONE of a row with a lazy grammar (fx_request.
+     * grammar_triggers): the byte offset in the row's output where its
+     * trigger starts, from the first TEXT that reaches it on; -1 before
+     * that, and for every other row. The output counts the generated
+     * tokens' text back to back, which is the TEXT events' text whenever
+     * that is valid UTF-8. (Filled by fx_poll_sized only.) */
+    int64_t grammar_start;
 } fx_event;
 
 /**

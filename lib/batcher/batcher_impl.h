@@ -124,6 +124,7 @@ typedef struct event_rec {
     int32_t token;             /* TOKEN */
     float logprob;
     size_t lp_off, lp_len;     /* TOKEN: alternatives in lp_arena */
+    int64_t grammar_start;     /* TEXT, DONE: fx_event.grammar_start */
 } event_rec;
 
 struct fx_batcher_impl {

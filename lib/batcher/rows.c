@@ -288,6 +288,7 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
         out->row = (fx_row *)fx_handle_encode(ev.slot, ev.gen, b->row_salt);
         out->user = ev.user;
         out->stop_index = -1;
+        out->grammar_start = ev.type == FX_EVENT_TOKEN ? -1 : ev.grammar_start;
         if (ev.type == FX_EVENT_TEXT) {
             /* Copied out of the arena so that the host's pointer survives
              * the steps it may run before its next poll. */

@@ -23,7 +23,8 @@ static void emit_text(fx_batcher_impl *b, uint32_t slot, size_t from) {
                     .user = r->user, .text_off = from,
                     .text_len = b->arena.len - from,
                     .finish = FX_FINISH_NONE, .status = FX_OK,
-                    .stop_index = -1, .token = -1};
+                    .stop_index = -1, .token = -1,
+                    .grammar_start = fx_sampler_grammar_start(&r->sampler)};
     /* Room to hand the text over at fx_poll is made now, so that fx_poll
      * never allocates. */
     if (fx_batcher_handover_reserve(b, &b->out_text, ev.text_len) != FX_OK ||
@@ -106,7 +107,8 @@ void fx_batcher_end_row(fx_batcher_impl *b, uint32_t slot) {
         event_rec ev = {.type = FX_EVENT_DONE, .slot = slot, .gen = r->gen,
                         .user = r->user, .finish = r->finish,
                         .status = r->finish == FX_FINISH_ERROR ? r->error : FX_OK,
-                        .stop_index = stop_index, .usage = u, .token = -1};
+                        .stop_index = stop_index, .usage = u, .token = -1,
+                        .grammar_start = fx_sampler_grammar_start(&r->sampler)};
         /* Into the slot reserved at submit: the reply cannot be lost. */
         fx_batcher_push_done(b, r, &ev);
     }

@@ -88,6 +88,20 @@ static fx_status check_request(fx_batcher_impl *b, const fx_request *req) {
         return fx_fail(&b->err, FX_ERR_INVALID_ARG,
                        "n_logprobs %u is more than %d", req->n_logprobs,
                        FX_MAX_LOGPROBS);
+    if ((req->n_grammar_triggers && !req->grammar_triggers) ||
+        (req->n_grammar_trigger_tokens && !req->grammar_trigger_tokens))
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG, "grammar triggers are NULL");
+    if ((req->n_grammar_triggers || req->n_grammar_trigger_tokens) &&
+        !req->grammar && !(req->flags & FX_REQUEST_JSON))
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                       "grammar triggers without a grammar");
+    for (size_t i = 0; i < req->n_grammar_trigger_tokens &&
+                       i < FX_LAZY_MAX_TRIGGERS; i++)
+        if (req->grammar_trigger_tokens[i] < 0 ||
+            (uint32_t)req->grammar_trigger_tokens[i] >= b->n_vocab)
+            return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                           "grammar trigger token %zu (%d) is outside the "
+                           "vocabulary", i, req->grammar_trigger_tokens[i]);
     if (req->n_stop_tokens > b->n_vocab)
         return fx_fail(&b->err, FX_ERR_INVALID_ARG, "too many stop tokens");
     for (size_t i = 0; i < req->n_stop_tokens; i++)
@@ -116,8 +130,23 @@ static fx_status set_grammar(fx_batcher_impl *b, row *r, const fx_request *req) 
             return st;
         g = b->json;
     }
-    return fx_sampler_set_grammar_ctx(&r->sampler, &b->sctx, &b->alloc, g,
-                                      &b->err);
+    if ((st = fx_sampler_set_grammar_ctx(&r->sampler, &b->sctx, &b->alloc, g,
+                                         &b->err)) != FX_OK ||
+        (!req->n_grammar_triggers && !req->n_grammar_trigger_tokens))
+        return st;
+    /* Lengths of the trigger strings, bounded before strlen walks them. */
+    size_t lens[FX_LAZY_MAX_TRIGGERS];
+    if (req->n_grammar_triggers > FX_LAZY_MAX_TRIGGERS)
+        return fx_fail(&b->err, FX_ERR_INVALID_ARG,
+                       "more than %u grammar triggers", FX_LAZY_MAX_TRIGGERS);
+    for (size_t i = 0; i < req->n_grammar_triggers; i++) {
+        const char *w = req->grammar_triggers[i];
+        lens[i] = w ? strnlen(w, FX_LAZY_MAX_TRIGGER_LEN + 1) : 0;
+    }
+    return fx_sampler_set_lazy(&r->sampler, &b->alloc, req->grammar_triggers,
+                               lens, req->n_grammar_triggers,
+                               req->grammar_trigger_tokens,
+                               req->n_grammar_trigger_tokens, &b->err);
 }
 
 /* Fills a fresh row from a request (and the lease it continues). A

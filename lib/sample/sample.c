@@ -463,6 +463,8 @@ fx_status fx_sampler_set_bias(fx_sampler *s, const fx_alloc *alloc,
 
 void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc) {
     fx_gstate_free(&s->grammar, alloc);
+    fx_lazy_free(s->lazy, alloc);
+    s->lazy = NULL;
     fx_free(alloc, s->bias);
     s->bias = NULL;
     s->n_bias = 0;
@@ -567,19 +569,20 @@ fx_status fx_sampler_next(fx_sampler *s, fx_sample_ctx *ctx,
                           fx_candidate *scratch, int32_t *token, int *eog,
                           fx_error *err) {
     *eog = 0;
-    if (!s->grammar.g && !s->n_bias && !penalties_on(&s->cfg)) {
+    const bool unconstrained = !s->grammar.g || fx_sampler_waiting(s);
+    if (unconstrained && !s->n_bias && !penalties_on(&s->cfg)) {
         *token = fx_sampler_sample(s, logits, n_vocab, scratch);
-        return FX_OK;
+        return s->grammar.g ? fx_lazy_observe(s, ctx, *token, err) : FX_OK;
     }
     size_t n = 0;
-    if (!s->grammar.g) {
+    if (unconstrained) {
         for (uint32_t i = 0; i < n_vocab; i++)
             scratch[i] = (fx_candidate){(int32_t)i, logits[i], 0};
         n = n_vocab;
         adjust(s, ctx, scratch, n, history, n_history);
         if (s->n_bias && !any_allowed(scratch, n)) return all_banned(err);
         *token = sample_candidates(s, scratch, n);
-        return FX_OK;
+        return s->grammar.g ? fx_lazy_observe(s, ctx, *token, err) : FX_OK;
     }
     fx_gwork *w = &ctx->work;
     fx_status st = fx_gstate_mask(&s->grammar, ctx->trie, w, err);

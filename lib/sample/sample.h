@@ -54,12 +54,16 @@ typedef struct fx_candidate {
  * penalties, [dry, top-n-sigma,] top-k, typical, top-p, min-p, [xtc,]
  * temperature, dist), with a grammar masking before all of them; top-p,
  * min-p and typical see the untempered distribution, as there. */
+typedef struct fx_lazy fx_lazy;
+struct fx_sample_ctx;
+
 typedef struct fx_sampler {
     fx_sampling cfg;
     fx_rng rng;
     fx_gstate grammar;     /* grammar.g NULL: unconstrained */
     fx_logit_bias *bias;   /* [n_bias] owned */
     uint32_t n_bias;
+    fx_lazy *lazy;         /* the grammar's triggers (lazy.c), or NULL */
 } fx_sampler;
 
 /* On a fresh (or freed) sampler: settings and seed, no grammar, no bias. */
@@ -75,6 +79,34 @@ fx_status fx_sampler_set_bias(fx_sampler *s, const fx_alloc *alloc,
                               const fx_logit_bias *bias, size_t n_bias,
                               uint32_t n_vocab, fx_error *err);
 void fx_sampler_free(fx_sampler *s, const fx_alloc *alloc);
+
+/* Most trigger strings and trigger tokens a lazy grammar takes (each),
+ * and the longest trigger string. */
+#define FX_LAZY_MAX_TRIGGERS 64u
+#define FX_LAZY_MAX_TRIGGER_LEN 256u
+
+/* Makes the grammar (set first) lazy (lazy.c): the row samples freely
+ * until its output holds one of words[i] (lens[i] bytes each) or one of
+ * the tokens; the grammar then reads the output from the trigger's start
+ * to the end of that token and constrains every later one. Copies
+ * everything. FX_ERR_INVALID_ARG without a grammar, with no trigger, or
+ * past the limits above. */
+fx_status fx_sampler_set_lazy(fx_sampler *s, const fx_alloc *alloc,
+                              const char *const *words, const size_t *lens,
+                              size_t n_words, const int32_t *tokens,
+                              size_t n_tokens, fx_error *err);
+/* A lazy grammar still waiting for its trigger. */
+bool fx_sampler_waiting(const fx_sampler *s);
+/* Where a lazy grammar took over: the byte offset in the row's output
+ * (its tokens' pieces, back to back) where the trigger starts; -1 while
+ * waiting, and for a grammar that is not lazy. */
+int64_t fx_sampler_grammar_start(const fx_sampler *s);
+/* For fx_sampler_next: a freely sampled token joins the output, and
+ * completes a trigger or not. FX_ERR_GRAMMAR when the grammar cannot read
+ * the output from the trigger on. */
+fx_status fx_lazy_observe(fx_sampler *s, struct fx_sample_ctx *ctx,
+                          int32_t token, fx_error *err);
+void fx_lazy_free(fx_lazy *z, const fx_alloc *alloc);
 
 /* Picks the next token from n_vocab logits; scratch has n_vocab entries.
  * Ignores a grammar: use fx_sampler_next for constrained rows. */
@@ -108,8 +140,9 @@ fx_status fx_sampler_set_grammar_ctx(fx_sampler *s, fx_sample_ctx *ctx,
                                      const fx_alloc *alloc,
                                      const fx_grammar *g, fx_error *err);
 
-/* Masks by the grammar (if any), samples, and advances the grammar by the
- * token: the whole step of one row. With a grammar, *eog is set when the
+/* Masks by the grammar (if any; a lazy one only once triggered),
+ * samples, and advances the grammar by the token: the whole step of one
+ * row. With a grammar, *eog is set when the
  * token ends the sentence (an end-of-generation token, allowed only once
  * the grammar is complete, and forced when nothing else is). Returns
  * FX_ERR_GRAMMAR when no token of the vocabulary can continue, and

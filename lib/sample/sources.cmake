@@ -1,5 +1,6 @@
 list(APPEND FX_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/sample.c
+  ${CMAKE_CURRENT_LIST_DIR}/lazy.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_match.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c
