@@ -1216,8 +1216,8 @@ typedef struct fx_batcher_params {
                                      reuse */
     /** Memory for the KV cache, allocated once at create. K and V are F32:
      * 8 * n_layer * n_head_kv * head size bytes per position -- except
-     * that where a model has sliding-window layers beside full ones
-     * (Gemma 2 and 3), each row keeps those layers for its last window +
+     * that where a model has sliding-window layers (Gemma 2 and 3, Phi-3
+     * mini), each row keeps those layers for its last window +
      * max_step_tokens positions only (a Gemma 3 row of 8k positions
      * needs about a quarter of the full size). Default:
      * enough for max_rows rows of n_ctx positions, but at most 2 GiB --

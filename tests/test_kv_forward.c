@@ -12,8 +12,9 @@
  *     positions of a block side by side): read back at the documented
  *     offsets, the contiguous and the paged cache hold the same values;
  *   - all of the above with the sliding layers in rings (Gemma 2 and 3,
- *     windows shorter than the prompt): the same bits as the contiguous
- *     cache, adoption included, while a row holds only its window.
+ *     Phi-3 with every layer sliding; windows shorter than the prompt):
+ *     the same bits as the contiguous cache, adoption included, while a
+ *     row holds only its window.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -424,6 +425,8 @@ static void test_rings(void **state) {
     one_model("gemma2", 0, 5, 3);
     one_model("gemma2", 1, 3, 1);
     one_model("gemma3", 0, 16, 8);
+    one_model("phi3", 0, 5, 4); /* every layer sliding: only rings */
+    one_model("phi3", 8, 4, 2);
 }
 
 int main(void) {

@@ -147,15 +147,24 @@ static void test_row_bytes(void **state) {
         assert_int_equal(p.n_ring_blocks, 4 * ((512 + call - 2) / 16 + 2));
     }
     /* No ring where it would not save: a window as long as the context,
-     * every layer sliding, or none. */
+     * or no sliding layer. */
     fx_kv_params p;
     fx_kv_plan(&hp, 16, 512, call, 1u << 30, &p);
     assert_int_equal(p.ring_call, 0);
     assert_int_equal(fx_kv_row_bytes(&hp, 16, 512, call),
                      32 * fx_kv_block_bytes(&hp, 16));
+    /* Every layer sliding (Phi-3 mini's window of 2047): only the ring,
+     * and blocks that are the tree's edges. */
     hp.swa_period = 0;
-    fx_kv_plan(&hp, 16, 8192, call, 1u << 30, &p);
-    assert_int_equal(p.ring_call, 0);
+    hp.n_swa = 2047;
+    fx_kv_plan(&hp, 16, 4096, call, 1u << 30, &p);
+    assert_int_equal(p.ring_call, call);
+    double naive = 256.0 * (double)fx_kv_block_bytes(&hp, 16);
+    double ring = (double)fx_kv_row_bytes(&hp, 16, 4096, call);
+    print_message("every layer sliding over 2047, 4096 positions: %.3f of "
+                  "every position\n", ring / naive);
+    assert_true(ring >= naive * 2047 / 4096 &&
+                ring <= naive * (2047 + call + 32) / 4096 * 1.001);
     hp.n_swa = 0;
     fx_kv_plan(&hp, 16, 8192, call, 1u << 30, &p);
     assert_int_equal(p.ring_call, 0);

@@ -72,18 +72,26 @@ static float sig(const int32_t *tokens, uint32_t p) {
 static float *slot(const soak *s, const fx_kv_view *v, uint32_t p, int which) {
     const uint32_t layer = which ? s->hp.n_layer - 1 : 0;
     const uint32_t head = which ? s->hp.n_head_kv - 1 : 0;
-    /* With rings, layer 0 (sliding) is the ring's first layer and the last
-     * (full) the blocks' first. */
-    const uint32_t at_layer = v->ring ? 0 : layer;
+    /* With rings, sliding layers are in the ring, each kind numbering its
+     * own layers from 0 (model.h). */
+    const int in_ring = v->ring && fx_layer_slides(&s->hp, layer);
+    const uint32_t at_layer = v->ring ? fx_kv_layer_slot(&s->hp, layer) : layer;
     const size_t run =
         ((size_t)at_layer * 2 + (uint32_t)which) * s->hp.n_head_kv + head;
-    const size_t stride = v->ring && layer == 0 ? v->ring_run_stride : v->run_stride;
+    const size_t stride = in_ring ? v->ring_run_stride : v->run_stride;
     const size_t at = run * stride +
                       (size_t)(p % v->block_tokens) * s->hp.head_dim +
                       (which ? s->hp.head_dim - 1 : 0);
-    if (v->ring && layer == 0)
-        return v->ring[(p / v->block_tokens) % v->ring_blocks] + at;
+    if (in_ring) return v->ring[(p / v->block_tokens) % v->ring_blocks] + at;
     return v->blocks[p / v->block_tokens] + at;
+}
+
+/* Whether slot(which) of position p must hold its signature: a ring
+ * holds what the next position's window reads. */
+static int must_hold(const soak *s, const fx_kv_view *v, int which, uint32_t p,
+                     uint32_t cursor) {
+    uint32_t layer = which ? s->hp.n_layer - 1 : 0;
+    return !v->ring || !fx_layer_slides(&s->hp, layer) || p + s->hp.n_swa > cursor;
 }
 
 static void verify(soak *s, const char *after) {
@@ -97,10 +105,8 @@ static void verify(soak *s, const char *after) {
         const uint32_t cursor = fx_kv_lease_cursor(&w->lease);
         for (uint32_t p = 0; p < cursor; p++) {
             float want = sig(w->tokens, p);
-            /* A ring holds what the next position's window reads. */
-            int in_window = !v.ring || p + s->hp.n_swa > cursor;
-            if ((in_window && *slot(s, &v, p, 0) != want) ||
-                *slot(s, &v, p, 1) != want)
+            if ((must_hold(s, &v, 0, p, cursor) && *slot(s, &v, p, 0) != want) ||
+                (must_hold(s, &v, 1, p, cursor) && *slot(s, &v, p, 1) != want))
                 fail_msg("after %s: row %d position %u holds another "
                          "prefix's KV", after, r, p);
         }
@@ -260,10 +266,11 @@ static void op_unpin(soak *s) {
         assert_int_equal(fx_kv_unpin(s->kv, &s->pins[i], &err), FX_ERR_INVALID_ARG);
 }
 
-/* n_ring 0: no rings; else layer 0 slides over 7 positions, in rings
- * for calls of up to 3, from a pool of n_ring blocks. */
+/* n_ring 0: no rings; else layer 0 (all_slide: both) slides over 7
+ * positions, in rings for calls of up to 3, from a pool of n_ring
+ * blocks. */
 static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed,
-                     uint32_t n_ring) {
+                     uint32_t n_ring, int all_slide) {
     soak *s = calloc(1, sizeof *s);
     assert_non_null(s);
     fx_alloc_init(&s->alloc, NULL);
@@ -275,7 +282,7 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed,
     s->rng = seed;
     if (n_ring) {
         s->hp.n_swa = 7;
-        s->hp.swa_period = 2;
+        s->hp.swa_period = all_slide ? 0 : 2;
         s->ring_call = 3;
     }
     fx_kv_params p = {.n_blocks = n_blocks, .block_tokens = bt,
@@ -345,25 +352,26 @@ static void run_soak(uint32_t bt, uint32_t n_blocks, uint64_t seed,
 
 static void test_soak_bt4(void **state) {
     (void)state;
-    run_soak(4, 24, 12345, 0);
+    run_soak(4, 24, 12345, 0, 0);
 }
 
 static void test_soak_bt5(void **state) {
     (void)state;
-    run_soak(5, 19, 777, 0);
+    run_soak(5, 19, 777, 0, 0);
 }
 
 static void test_soak_bt16(void **state) {
     (void)state;
-    run_soak(16, 6, 4242, 0);
+    run_soak(16, 6, 4242, 0, 0);
 }
 
 /* Rings of (7 + 3 - 2) / bt + 2 blocks: 4 at bt 4, 3 at bt 5; pools that
  * hold two or three of them, so rows wait for ring blocks too. */
 static void test_soak_rings(void **state) {
     (void)state;
-    run_soak(4, 24, 31337, 10);
-    run_soak(5, 19, 4711, 7);
+    run_soak(4, 24, 31337, 10, 0);
+    run_soak(5, 19, 4711, 7, 0);
+    run_soak(4, 24, 2718, 10, 1); /* every layer in rings */
 }
 
 int main(void) {

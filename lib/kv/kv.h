@@ -76,7 +76,7 @@ typedef struct fx_kv_params {
 
 /* The pool `bytes` buys for rows of up to n_ctx positions that add at
  * most max_call positions per forward call: sliding layers go to rings
- * when the model has both kinds and a ring is shorter than a row, and the
+ * when the model has them and a ring is shorter than a row, and the
  * bytes split between the pools as one full row splits them. n_blocks is
  * 0 if not even one block fits. */
 void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,

@@ -27,8 +27,11 @@ size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
  * links, scratch and the node's link), so a budget is a budget. */
 static uint64_t group_block_bytes(const fx_hparams *hp, uint32_t block_tokens,
                                   fx_kv_group group) {
-    size_t floats = fx_kv_floats_checked(hp, block_tokens, group);
-    if (floats == 0) return 0;
+    /* No full layer (every layer slides, Phi-3): blocks that are only
+     * the tree's edges. */
+    size_t floats = fx_kv_group_layers(hp, group) == 0
+                        ? 0 : fx_kv_floats_checked(hp, block_tokens, group);
+    if (floats == 0 && fx_kv_group_layers(hp, group) != 0) return 0;
     if (group == FX_KV_SLIDING_LAYERS)
         return (uint64_t)floats * sizeof(float) + 7 * sizeof(uint32_t);
     return (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
@@ -44,8 +47,7 @@ uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens) {
 static uint64_t ring_blocks_for(const fx_hparams *hp, uint32_t bt,
                                 uint32_t n_ctx, uint32_t max_call) {
     if (hp->n_swa == 0 || max_call == 0 ||
-        fx_kv_group_layers(hp, FX_KV_SLIDING_LAYERS) == 0 ||
-        fx_kv_group_layers(hp, FX_KV_FULL_LAYERS) == 0)
+        fx_kv_group_layers(hp, FX_KV_SLIDING_LAYERS) == 0)
         return 0;
     uint64_t len = ((uint64_t)hp->n_swa + max_call - 2) / bt + 2;
     uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
@@ -150,10 +152,14 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
                        "kv: n_blocks %u out of range (1 .. 2^32 - 3)", n);
     /* With a ring, these blocks hold only the layers that see every
      * position. */
-    size_t floats = fx_kv_floats_checked(
+    const bool no_full = params->ring_call &&
+                         fx_kv_group_layers(hp, FX_KV_FULL_LAYERS) == 0;
+    size_t floats = no_full ? 0 : fx_kv_floats_checked(
         hp, bt, params->ring_call ? FX_KV_FULL_LAYERS : FX_KV_ALL_LAYERS);
-    uint64_t total_floats, total_tokens;
-    if (floats == 0 || !fx_mul_u64(floats, n, &total_floats) ||
+    uint64_t total_floats = 1, total_tokens;
+    /* Without a full layer the blocks hold no K/V: one placeholder float
+     * gives their data pointer a place to point (fx_kv_block_data). */
+    if ((!no_full && (floats == 0 || !fx_mul_u64(floats, n, &total_floats))) ||
         total_floats > SIZE_MAX / sizeof(float) ||
         !fx_mul_u64(bt, n, &total_tokens) || total_tokens > SIZE_MAX)
         return fx_fail(err, FX_ERR_TOO_LARGE,
@@ -235,6 +241,7 @@ static size_t run_floats(const fx_kv *kv) {
 
 float *fx_kv_block_data(const fx_kv *kv, uint32_t b) {
     if (b >= kv->n_blocks) return NULL;
+    if (kv->block_floats == 0) return kv->data;
     return kv->data + (size_t)b * run_floats(kv);
 }
 

@@ -64,11 +64,10 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
     const fx_hparams *hp = &kv->hp;
     uint32_t n = params->n_ring_blocks, bt = kv->block_tokens;
     if (hp->n_swa == 0 || fx_kv_group_layers(hp, FX_KV_SLIDING_LAYERS) == 0 ||
-        fx_kv_group_layers(hp, FX_KV_FULL_LAYERS) == 0 || n == 0 ||
-        n >= UINT32_MAX - 1 || params->ring_call > UINT32_MAX / 2)
+        n == 0 || n >= UINT32_MAX - 1 || params->ring_call > UINT32_MAX / 2)
         return fx_fail(err, FX_ERR_INVALID_ARG,
-                       "kv: a ring needs sliding and full layers and 1 .. "
-                       "2^32 - 3 ring blocks (%u)", n);
+                       "kv: a ring needs sliding layers and 1 .. 2^32 - 3 "
+                       "ring blocks (%u)", n);
     /* The blocks one call touches: from the window of its first position
      * to its last, at most (n_swa - 2 + call) / bt + 2 of them. */
     uint64_t len = ((uint64_t)hp->n_swa + params->ring_call - 2) / bt + 2;
