@@ -12,9 +12,10 @@ header is compared here member by member:
   the same type (named types by name, pointers and arrays spelled out);
 - a struct whose first member is `struct_size` (the parameter and info
   structs, README "ABI") may grow, with new members only past its old
-  end; any other struct (fx_event, fx_usage, fx_allocator, ...) keeps its
-  size: the host allocates it and the library writes all of it, so a
-  larger one would be written past the end of an older host's.
+  end, and so may fx_event, whose size the host passes to fx_poll_sized
+  instead (docs/abi.md); any other struct (fx_usage, fx_allocator, ...)
+  keeps its size: the host allocates it and the library writes all of
+  it, so a larger one would be written past the end of an older host's.
 
 Exit 0 when the layouts are compatible, 1 with one line per problem.
 """
@@ -96,7 +97,7 @@ def main():
             continue
         om, nm = members(old_types, o), members(new_types, n)
         osize, nsize = int(o.get("size-in-bits", "0")), int(n.get("size-in-bits", "0"))
-        grows = bool(om) and om[0][0] == "struct_size"
+        grows = (bool(om) and om[0][0] == "struct_size") or name == "fx_event"
         bynew = {m[0]: m for m in nm}
         for mname, off, ty in om:
             got = bynew.get(mname)
