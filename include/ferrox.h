@@ -1137,6 +1137,64 @@ FX_API fx_status fx_json_schema_to_grammar(const char *schema,
                                            size_t buf_size, size_t *needed,
                                            char *errbuf, size_t errbuf_size);
 
+/** One tool a model may call (fx_tools_to_grammar). */
+typedef struct fx_tool {
+    const char *name;       /**< 1-64 of [A-Za-z0-9_.-], NUL-terminated */
+    const char *parameters; /**< JSON Schema of its arguments (the subset of
+                                 fx_json_schema_to_grammar), NUL-terminated;
+                                 NULL: any JSON object */
+} fx_tool;
+
+/** How a model family writes a tool call. */
+typedef enum fx_tool_format {
+    /** `<tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>`, a
+     * block per call (up to 8): Qwen 2.5 and 3, Hermes 2 Pro, SmolLM3. */
+    FX_TOOL_FORMAT_HERMES = 0,
+    /** `{"name": N, "parameters": {...}}`: Llama 3.1 to 3.3. */
+    FX_TOOL_FORMAT_LLAMA3 = 1,
+    /** `[TOOL_CALLS][{"name": N, "arguments": {...}}, ...]` (up to 8
+     * calls): Mistral. */
+    FX_TOOL_FORMAT_MISTRAL = 2
+} fx_tool_format;
+
+/**
+ * The grammar of a call to one of tools, in format, for a lazy grammar:
+ * put it in fx_request.grammar and fx_tool_format_trigger(format) in
+ * fx_request.grammar_triggers, and the model answers in prose or, when it
+ * starts a call, calls one of the tools with arguments its schema allows
+ * (the name as a JSON `const`, then the arguments; members in the
+ * schema's order). The chat template shows the model the tools (Jinja's
+ * `tools`).
+ *
+ * Buffer contract as fx_json_schema_to_grammar. Needs no model and keeps
+ * no state.
+ *
+ * @param tools The tools; read during the call only.
+ * @param n_tools 1 to 128.
+ * @param format FX_TOOL_FORMAT_*.
+ * @param[out] buf Where the grammar goes; may be NULL when buf_size is 0.
+ * @param buf_size Bytes at buf.
+ * @param[out] needed The size the grammar needs, NUL included; may be
+ *                    NULL.
+ * @param[out] errbuf On failure, why (naming the tool), truncated to
+ *                    errbuf_size; may be NULL.
+ * @param errbuf_size Bytes at errbuf.
+ * @return FX_OK; FX_ERR_BUFFER_TOO_SMALL; FX_ERR_INVALID_ARG (no tools or
+ *         more than 128, a bad name, an unknown format, a parameters schema
+ *         outside the subset, buf NULL with buf_size > 0); FX_ERR_NOMEM.
+ */
+FX_API fx_status fx_tools_to_grammar(const fx_tool *tools, size_t n_tools,
+                                     fx_tool_format format, char *buf,
+                                     size_t buf_size, size_t *needed,
+                                     char *errbuf, size_t errbuf_size);
+
+/**
+ * The text a format's tool call starts with ("<tool_call>", "{\"name\"",
+ * "[TOOL_CALLS]"): the trigger for its lazy grammar. A static string;
+ * NULL for an unknown format.
+ */
+FX_API const char *fx_tool_format_trigger(fx_tool_format format);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */
