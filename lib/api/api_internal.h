@@ -36,4 +36,12 @@ struct fx_batcher_impl *fx_batcher_get_impl(fx_batcher *batcher);
 /* Frees the model for real (fx_model_free defers while batchers use it). */
 void fx_model_destroy(fx_model *model);
 
+/* The buffer contract of the calls that write a grammar (as
+ * fx_chat_apply_template's): text[0..len] and its NUL into buf if it
+ * fits, *needed (if not NULL) = len + 1, else FX_ERR_BUFFER_TOO_SMALL
+ * saying `what` needs that much. Frees text with alloc either way. */
+fx_status fx_api_hand_over(const fx_alloc *alloc, char *text, size_t len,
+                           char *buf, size_t buf_size, size_t *needed,
+                           const char *what, fx_error *err);
+
 #endif /* FX_API_INTERNAL_H */

@@ -3,8 +3,6 @@
  * contract of fx_json_schema_to_grammar. The work is in
  * lib/sample/tools.c.
  */
-#include <string.h>
-
 #include "api_internal.h"
 #include "../sample/tools.h"
 
@@ -26,16 +24,9 @@ fx_status fx_tools_to_grammar(const fx_tool *tools, size_t n_tools,
                      "tools: a NULL buffer with a size");
     } else if ((st = fx_alloc_init(&alloc, NULL)) == FX_OK) {
         st = fx_tools_to_gbnf(&alloc, tools, n_tools, format, &gbnf, &len, &err);
-        if (st == FX_OK) {
-            if (needed) *needed = len + 1;
-            if (len + 1 > buf_size) {
-                st = FX_ERR_BUFFER_TOO_SMALL;
-                fx_fail(&err, st, "tools: the grammar needs %zu bytes", len + 1);
-            } else {
-                memcpy(buf, gbnf, len + 1);
-            }
-            fx_free(&alloc, gbnf);
-        }
+        if (st == FX_OK)
+            st = fx_api_hand_over(&alloc, gbnf, len, buf, buf_size, needed,
+                                  "tools", &err);
     }
     if (st != FX_OK) fx_error_copy(&err, errbuf, errbuf_size);
     return st;
