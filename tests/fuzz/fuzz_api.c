@@ -7,7 +7,8 @@
  * with parameters from its first bytes and then runs up to MAX_OPS
  * operations, one input byte each (plus the operation's arguments):
  * submit (text or token prompt, max_tokens, sampling, stop strings, stop
- * tokens, a lease -- live or released -- and a grammar or JSON mode),
+ * tokens, a lease -- live or released -- and a grammar or JSON mode,
+ * lazy or not),
  * step, poll, cancel, row release, lease create / ready / release.
  *
  * Checked: every call returns a status from its documented set; events
@@ -171,6 +172,12 @@ static void op_submit(state *s, fz_in *in) {
         rq.n_stop_tokens = 2;
     }
     if ((a & 0x20) && s->n_leases) rq.lease = s->leases[fz_u8(in) % s->n_leases];
+    /* A lazy grammar's triggers, from the grammar byte's own bits (so the
+     * corpus's byte stream keeps its meaning): a string of the pool (the
+     * empty one is refused) and a token, in or out of the vocabulary. */
+    static const char *const trigger_pool[] = {"<t", "a", "\x01", ""};
+    const char *trig[1];
+    int32_t trig_tok[1];
     if (a & 0x40) {
         uint8_t g = fz_u8(in);
         if (g & 0x80) {
@@ -178,6 +185,14 @@ static void op_submit(state *s, fz_in *in) {
         } else {
             rq.grammar = grammars[g % (sizeof grammars / sizeof grammars[0])];
             rq.grammar_len = strlen(rq.grammar);
+        }
+        if (g & 0x40) {
+            trig[0] = trigger_pool[(g >> 3) & 3];
+            trig_tok[0] = (g & 0x20) ? (int32_t)(g % N_VOCAB) : N_VOCAB;
+            rq.grammar_triggers = trig;
+            rq.n_grammar_triggers = 1;
+            rq.grammar_trigger_tokens = trig_tok;
+            rq.n_grammar_trigger_tokens = (g >> 2) & 1;
         }
     }
     /* user = 1-based request index, set before the call */
