@@ -1,6 +1,6 @@
 # Three short programs to copy from -- hello (the whole API in one page),
-# chat-reuse (multi-turn chat on the prefix cache) and tool-call (a
-# grammar-constrained JSON action, parsed and acted on). Like npc-demo they
+# chat-reuse (multi-turn chat on the prefix cache) and tool-call (prose,
+# or a tool call under a lazy grammar, parsed and acted on). Like npc-demo they
 # run out of the box on the demo model (batcher.cmake); a path on the
 # command line replaces it.
 foreach(_fx_ex hello chat-reuse tool-call)

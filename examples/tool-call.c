@@ -1,21 +1,25 @@
 /*
- * tool-call: NPCs answer the player with a JSON action that a GBNF grammar
- * holds to a fixed shape; the program parses it and lets the game act.
+ * tool-call: NPCs answer the player in prose, or call a tool when the
+ * player asks them to act; the program parses each call and lets the game
+ * act on it.
  *
  *   tool-call [--model M.gguf] [--seeds N]
  *
- * N requests (default 8), one per seed, run side by side in one batcher:
- * an NPC persona told it may act, and a player's request. Each answer is
- * constrained by GRAMMAR below, so whatever the weights it is one of
+ * N requests (default 12), one per seed, run side by side in one batcher:
+ * an NPC persona told it may act, and a player's line -- a greeting, a
+ * question, or a request. Each row samples freely until the model starts
+ * a call (the trigger `{"action"`); from there the lazy grammar GRAMMAR
+ * holds the call to one of three tools,
  *
  *   {"action": "give"|"sell"|"buy", "item": "...", "qty": N[, "price": N]}
  *   {"action": "open"|"close", "target": "..."}
  *   {"action": "heal", "target": "player"}
  *
- * and parse_call below always understands it; the demo model
- * (models/README.md, the default) also picks the action and item the
- * player asked for. The exit status is 0 only if every answer was parsed
- * and acted on.
+ * so parse_call below always understands it, and fx_event.grammar_start
+ * says where it begins. The demo model (models/README.md, the default)
+ * answers greetings and questions in prose and requests with the action
+ * asked for. The exit status is 0 only if every row ended normally and
+ * every call was parsed and acted on.
  */
 #include <ferrox.h>
 
@@ -30,11 +34,9 @@
 #endif
 
 /* The shape of an NPC's action, as the demo model learned to write it.
- * Every string is bounded ({0,23}) and every number too, so the longest
- * answer is 87 characters. Each token adds at least one character (the
- * grammar never allows an empty one) and the end-of-sequence token is
- * forced once the closing brace leaves nothing else, so MAX_TOKENS
- * always reaches the end: an answer is never cut off mid-object. */
+ * It starts with the trigger, which the grammar reads first. Every string
+ * is bounded ({0,23}) and every number too, so a call is at most 87
+ * characters: once started, it always ends within MAX_TOKENS. */
 static const char GRAMMAR[] =
     "root  ::= \"{\" q \"action\" q \": \" (trade | door | heal) \"}\"\n"
     "trade ::= q (\"give\" | \"sell\" | \"buy\") q \", \" q \"item\" q \": \" str "
@@ -44,20 +46,25 @@ static const char GRAMMAR[] =
     "str   ::= q [a-z] [a-z ]{0,23} q\n"
     "num   ::= [1-9] [0-9]{0,2}\n"
     "q     ::= [\"]\n";
+static const char *const TRIGGERS[] = {"{\"action\""};
 #define MAX_TOKENS 96
 
-/* Who is asked, and what. */
+/* Who is asked, and what: an action, or NULL where prose is the answer. */
 static const struct ask {
     const char *system, *line;
     const char *action; /* what the player asked for */
 } ASKS[] = {
     {"You are Tobin, the merchant of Saltmere. You are proud.", "Sell me two ropes, please.", "sell"},
+    {"You are Marta, the innkeeper of Ashford. You are cheerful.", "Good evening!", NULL},
     {"You are Marta, the innkeeper of Ashford. You are cheerful.", "Could you give me three ales?", "give"},
     {"You are Elsie, the guard of Stonegate. You are weary.", "Please open the gate.", "open"},
+    {"You are Elsie, the guard of Stonegate. You are weary.", "Who are you?", NULL},
     {"You are Mira, the healer of Fernhaven. You are nervous.", "Can you heal me?", "heal"},
     {"You are Bram, the blacksmith of Ironholm. You are grumpy.", "I want to buy a dagger.", "sell"},
+    {"You are Bram, the blacksmith of Ironholm. You are grumpy.", "Any news from the road?", NULL},
     {"You are Wren, the thief of Ravenmoor. You are nervous.", "Open the door for me.", "open"},
     {"You are Greta, the baker of Millbrook. You are cheerful.", "Please give me four pies.", "give"},
+    {"You are Greta, the baker of Millbrook. You are cheerful.", "Farewell!", NULL},
     {"You are Rolf, the fisher of Coldbrook. You are grumpy.", "I'll buy five fish.", "sell"},
 };
 #define N_ASKS (sizeof ASKS / sizeof *ASKS)
@@ -226,14 +233,15 @@ static int act_on(const char *answer, const char *asked, int *as_asked) {
 /* ---- the host: one row per seed ---- */
 
 typedef struct answer {
-    char text[128]; /* the grammar's longest answer is 87 bytes */
+    char text[1024];   /* MAX_TOKENS tokens of prose at most */
     size_t len;
+    long call_at;      /* where the call starts in text; -1: prose */
     int done, failed;
 } answer;
 
 int main(int argc, char **argv) {
     const char *path = EXAMPLE_DEFAULT_MODEL;
-    uint32_t n = 8;
+    uint32_t n = N_ASKS;
     cli c;
     cli_init(&c, "tool-call", argc, argv);
     while (cli_next(&c)) {
@@ -291,10 +299,13 @@ int main(int argc, char **argv) {
         req.flags = FX_REQUEST_PARSE_SPECIAL; /* the template's markers */
         req.grammar = GRAMMAR;
         req.grammar_len = sizeof GRAMMAR - 1;
+        req.grammar_triggers = TRIGGERS; /* lazy: only once a call starts */
+        req.n_grammar_triggers = 1;
         req.max_tokens = MAX_TOKENS;
         req.temperature = 0.5f;
         req.seed = i + 1;
         req.user = &answers[i];
+        answers[i].call_at = -1;
         fx_row *row;
         if ((st = fx_submit(b, &req, &row)) != FX_OK) {
             /* A grammar that does not compile is reported here, with its
@@ -311,17 +322,20 @@ int main(int argc, char **argv) {
             rc = 1;
         }
         fx_event ev;
-        while (fx_poll(b, &ev)) {
+        /* fx_poll_sized: grammar_start is newer than fx_poll's layout. */
+        while (fx_poll_sized(b, &ev, sizeof ev, NULL)) {
             answer *a = ev.user;
             if (ev.type == FX_EVENT_TEXT && a->len + ev.text_len < sizeof a->text) {
                 memcpy(a->text + a->len, ev.text, ev.text_len);
                 a->text[a->len += ev.text_len] = '\0';
             } else if (ev.type == FX_EVENT_TEXT) {
-                a->failed = 1; /* longer than the grammar allows: a bug */
+                a->failed = 1; /* longer than MAX_TOKENS allows: a bug */
             } else if (ev.type == FX_EVENT_DONE) {
                 a->done = 1;
-                /* The grammar ends the row with the end-of-sequence token;
-                 * anything else (an error, the length limit) is a failure. */
+                a->call_at = (long)ev.grammar_start;
+                /* A call ends with its grammar (the end-of-sequence token
+                 * is forced then), prose with the model's end of turn;
+                 * anything else -- an error, the length limit -- fails. */
                 if (ev.finish != FX_FINISH_EOS) {
                     a->failed = 1;
                     fprintf(stderr, "tool-call: seed %u ended: %s\n",
@@ -330,25 +344,39 @@ int main(int argc, char **argv) {
                                 ? "no token of the vocabulary continues the grammar"
                             : ev.finish == FX_FINISH_ERROR
                                 ? fx_status_str(ev.status)
-                                : "before the grammar was complete");
+                                : "at the length limit");
                 }
             }
         }
     }
 
-    unsigned good = 0, as_asked = 0;
+    unsigned good = 0, calls = 0, as_asked = 0, prose = 0, prose_asked = 0;
     for (unsigned i = 0; i < n && rc == 0; i++) {
-        printf("seed %u: %s\n  player: %s\n  answer: %s\n", i + 1,
-               ASKS[i % N_ASKS].system, ASKS[i % N_ASKS].line, answers[i].text);
+        const struct ask *ask = &ASKS[i % N_ASKS];
+        answer *a = &answers[i];
+        printf("seed %u: %s\n  player: %s\n", i + 1, ask->system, ask->line);
+        if (!a->done || a->failed) continue;
+        if (a->call_at < 0 || (size_t)a->call_at > a->len) {
+            printf("  says: %s\n", a->text);
+            prose++;
+            prose_asked += ask->action == NULL;
+            good++;
+            continue;
+        }
+        /* Whatever came before the call is said aloud. */
+        if (a->call_at > 0) printf("  says: %.*s\n", (int)a->call_at, a->text);
+        printf("  calls: %s\n", a->text + a->call_at);
         int asked = 0;
-        if (answers[i].done && !answers[i].failed &&
-            act_on(answers[i].text, ASKS[i % N_ASKS].action, &asked) == 0)
+        calls++;
+        if (act_on(a->text + a->call_at, ask->action ? ask->action : "", &asked) == 0)
             good++;
         as_asked += (unsigned)asked;
     }
     if (rc == 0)
-        printf("%u of %u answers parsed and acted on, %u of them the action asked "
-               "for\n", good, n, as_asked);
+        printf("%u of %u answers handled: %u calls parsed and acted on (%u of "
+               "them the action asked for), %u in prose (%u where no action "
+               "was asked)\n",
+               good, n, calls, as_asked, prose, prose_asked);
     free(answers);
     fx_batcher_free(b);
     fx_model_free(model);

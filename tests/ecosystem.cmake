@@ -23,7 +23,7 @@ add_test(NAME example_chat_reuse
           -DTURNS=4 -P ${_fx_check})
 add_test(NAME example_tool_call
   COMMAND ${CMAKE_COMMAND} -DKIND=tool -DPROGRAM=$<TARGET_FILE:tool-call>
-          -DARGS=--seeds|8 -DSEEDS=8 -P ${_fx_check})
+          -DARGS=--seeds|12 -DSEEDS=12 -DACTIONS=8 -DPROSE=4 -P ${_fx_check})
 # ferrox-run --chat on a model without a chat template: refused, with one
 # message naming the cause.
 add_test(NAME example_run_chat_no_template

@@ -1,6 +1,6 @@
 # Runs one example program and checks what it printed (tests/ecosystem.cmake).
 #   cmake -DKIND=hello|chat|tool -DPROGRAM=path [-DARGS=a|b|c] [-DTURNS=n]
-#         [-DSEEDS=n] -P ecosystem_check.cmake
+#         [-DSEEDS=n -DACTIONS=n -DPROSE=n] -P ecosystem_check.cmake
 # A script rather than PASS_REGULAR_EXPRESSION because that ignores the exit
 # status, and because "cached > 0 from turn 2 on" needs numbers compared.
 string(REPLACE "|" ";" _args "${ARGS}")
@@ -66,19 +66,28 @@ elseif(KIND STREQUAL "chat")
     endif()
   endforeach()
 elseif(KIND STREQUAL "tool")
+  # SEEDS rows, ACTIONS of them asked to act and PROSE spoken to.
   string(REGEX MATCHALL "\n  -> (give|sell|buy|open|close|heal): [^\n]+" acted "${out}")
-  list(LENGTH acted n)
-  if(NOT n EQUAL SEEDS)
-    message(FATAL_ERROR "${n} of ${SEEDS} answers acted on")
+  list(LENGTH acted n_acted)
+  if(NOT out MATCHES "\n${SEEDS} of ${SEEDS} answers handled: ([0-9]+) calls parsed and acted on \\(([0-9]+) of them the action asked for\\), ([0-9]+) in prose \\(([0-9]+) where no action was asked\\)\n")
+    message(FATAL_ERROR "no summary line saying all ${SEEDS} were handled")
   endif()
-  if(NOT out MATCHES "\n${SEEDS} of ${SEEDS} answers parsed and acted on, ([0-9]+) of them the action asked for\n")
-    message(FATAL_ERROR "no summary line saying all ${SEEDS} were parsed")
+  set(calls ${CMAKE_MATCH_1})
+  set(as_asked ${CMAKE_MATCH_2})
+  set(prose_asked ${CMAKE_MATCH_4})
+  if(NOT n_acted EQUAL calls)
+    message(FATAL_ERROR "${n_acted} calls acted on, the summary says ${calls}")
   endif()
   # The demo model was trained to answer a request with the action asked
-  # for; a forward pass that drifted from its training would not.
-  math(EXPR need "${SEEDS} * 3 / 4")
-  if(CMAKE_MATCH_1 LESS need)
-    message(FATAL_ERROR "only ${CMAKE_MATCH_1} of ${SEEDS} actions were the one asked for")
+  # for and anything else in prose; a forward pass that drifted from its
+  # training, or a grammar applied before the call starts, would not.
+  math(EXPR need_actions "${ACTIONS} * 3 / 4")
+  math(EXPR need_prose "${PROSE} * 3 / 4")
+  if(as_asked LESS need_actions)
+    message(FATAL_ERROR "only ${as_asked} of ${ACTIONS} requests got the action asked for")
+  endif()
+  if(prose_asked LESS need_prose)
+    message(FATAL_ERROR "only ${prose_asked} of ${PROSE} lines got prose")
   endif()
 else()
   message(FATAL_ERROR "unknown KIND '${KIND}'")
