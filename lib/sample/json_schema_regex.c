@@ -130,6 +130,7 @@ static int hexdigits(rx *x, size_t count, uint32_t *out) {
  * (1, *cp), a class escape (2, into s), or an error (0). */
 static int rx_escape(rx *x, uint32_t *cp, cset *s, int *negated, int in_class) {
     if (x->i >= x->n) return rx_fail(x, "a trailing backslash"), 0;
+    size_t at = x->i - 1; /* the backslash: where an error points */
     char e = x->s[x->i];
     if (class_escape(e, s, negated)) {
         x->i++;
@@ -144,27 +145,27 @@ static int rx_escape(rx *x, uint32_t *cp, cset *s, int *negated, int in_class) {
     case 'v': *cp = '\v'; return 1;
     case '0': *cp = 0; return 1;
     case 'x':
-        if (!hexdigits(x, 2, cp)) return rx_fail(x, "\\x needs two hex digits"), 0;
+        if (!hexdigits(x, 2, cp)) return x->i = at, rx_fail(x, "\\x needs two hex digits"), 0;
         return 1;
     case 'u':
         if (!hexdigits(x, 4, cp) || (*cp >= 0xD800 && *cp <= 0xDFFF))
-            return rx_fail(x, "\\u needs four hex digits, not a surrogate"), 0;
+            return x->i = at, rx_fail(x, "\\u needs four hex digits, not a surrogate"), 0;
         return 1;
     case 'b':
         if (in_class) { *cp = '\b'; return 1; }
-        return rx_fail(x, "word boundaries (\\b) are not supported"), 0;
-    case 'B': return rx_fail(x, "word boundaries (\\B) are not supported"), 0;
-    case 'k': return rx_fail(x, "backreferences (\\k<name>) are not supported"), 0;
+        return x->i = at, rx_fail(x, "word boundaries (\\b) are not supported"), 0;
+    case 'B': return x->i = at, rx_fail(x, "word boundaries (\\B) are not supported"), 0;
+    case 'k': return x->i = at, rx_fail(x, "backreferences (\\k<name>) are not supported"), 0;
     case 'p': case 'P':
-        return rx_fail(x, "Unicode property classes (\\p, \\P) are not supported"), 0;
+        return x->i = at, rx_fail(x, "Unicode property classes (\\p, \\P) are not supported"), 0;
     case 'A': case 'z': case 'Z': case 'G':
-        return rx_fail(x, "anchors other than ^ and $ at the ends are not supported"), 0;
-    case 'c': return rx_fail(x, "control escapes (\\c) are not supported"), 0;
+        return x->i = at, rx_fail(x, "anchors other than ^ and $ at the ends are not supported"), 0;
+    case 'c': return x->i = at, rx_fail(x, "control escapes (\\c) are not supported"), 0;
     default:
         if (e >= '1' && e <= '9')
-            return rx_fail(x, "backreferences (\\1 .. \\9) are not supported"), 0;
+            return x->i = at, rx_fail(x, "backreferences (\\1 .. \\9) are not supported"), 0;
         if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))
-            return rx_fail(x, "an unknown escape"), 0;
+            return x->i = at, rx_fail(x, "an unknown escape"), 0;
         /* Escaped punctuation or other character: itself. */
         x->i--;
         *cp = rx_utf8(x);
