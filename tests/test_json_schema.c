@@ -257,9 +257,21 @@ static void f_free(void *user, void *ptr) {
     free(ptr);
 }
 
-static void test_allocation_failures(void **state) {
-    (void)state;
-    const char *schema = cases[10].schema; /* recursion through $ref */
+/* Recursion through $ref, and each newer path that allocates: allOf
+ * merged with a $ref, the extra keys' trie, an integer and a number
+ * range, a pattern with groups and a class, a format. */
+static const char *const alloc_schemas[] = {
+    NULL, /* cases[10] */
+    "{\"$defs\":{\"a\":{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":-7,"
+    "\"maximum\":1234}}}},\"allOf\":[{\"$ref\":\"#/$defs/a\"},{\"properties\":{\"xy\":"
+    "{\"type\":\"number\",\"exclusiveMinimum\":-3,\"maximum\":9}},\"required\":[\"xy\"]},"
+    "{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":-7,\"maximum\":1234}}}],"
+    "\"additionalProperties\":{\"type\":\"string\",\"pattern\":\"^(a|[^b-d]\\\\d{2,3})+$\"}}",
+    "{\"properties\":{\"when\":{\"format\":\"date-time\"},\"id\":{\"format\":\"uuid\"}},"
+    "\"additionalProperties\":true}",
+};
+
+static void alloc_failures(const char *schema) {
     for (int sticky = 0; sticky < 2; sticky++) {
         int succeeded = 0;
         for (long at = 1; at < 10000 && !succeeded; at++) {
@@ -281,6 +293,15 @@ static void test_allocation_failures(void **state) {
             }
         }
         assert_true(succeeded);
+    }
+}
+
+static void test_allocation_failures(void **state) {
+    (void)state;
+    alloc_failures(cases[10].schema);
+    for (size_t i = 1; i < sizeof alloc_schemas / sizeof *alloc_schemas; i++) {
+        fx_grammar_free(convert(alloc_schemas[i])); /* valid as it stands */
+        alloc_failures(alloc_schemas[i]);
     }
 }
 
