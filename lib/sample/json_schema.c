@@ -423,10 +423,10 @@ static fx_status gen_type(conv *c, uint32_t node, uint32_t type_node, sbuf *body
     if (str_is(c, type_node, "string")) return gen_string(c, node, body);
     if (str_is(c, type_node, "object")) return fx_js_object(c, node, body);
     if (str_is(c, type_node, "array")) return gen_array(c, node, body);
-    const char *prim = NULL;
-    unsigned use = 0;
     if (str_is(c, type_node, "number")) return fx_js_number(c, node, 0, body);
     if (str_is(c, type_node, "integer")) return fx_js_number(c, node, 1, body);
+    const char *prim = NULL;
+    unsigned use = 0;
     if (str_is(c, type_node, "boolean")) { prim = "json-boolean"; use = USE_BOOLEAN; }
     else if (str_is(c, type_node, "null")) { prim = "json-null"; use = USE_NULL; }
     if (!prim) {
