@@ -1092,23 +1092,68 @@ FX_API fx_status fx_chat_stop_strings(const char *tmpl, const char **out,
  * rule "root"), so a row's output is one JSON value the schema allows. The
  * text is plain GBNF: print it, edit it, or cache it.
  *
- * The subset: `type` (a name or a list of names), `properties`, `required`,
- * `additionalProperties` (a boolean or a schema), `items`, `prefixItems`,
- * `minItems`, `maxItems`, `minLength`, `maxLength`, `enum`, `const`,
- * `anyOf`, `oneOf`, a one-element `allOf`, `$ref` to a JSON pointer into
- * the same document (`#/$defs/...`, `#/definitions/...`; recursion works)
- * and the boolean schemas. Annotations (`title`, `description`, `format`,
- * `default`, `examples`, ...) and unknown keywords are ignored, as JSON
- * Schema asks. Keywords a grammar cannot follow (`minimum`, `maximum`,
- * `pattern`, `uniqueItems`, `not`, `if`, `patternProperties`, ...) are an
- * error that names the keyword and where it is: never silently dropped.
+ * The subset, what llama.cpp's converter follows: `type` (a name or a
+ * list of names), `properties`, `required`, `additionalProperties` (a
+ * boolean or a schema), `items`, `prefixItems`, `minItems`, `maxItems`,
+ * `minLength`, `maxLength`, `enum`, `const`, `anyOf`, `oneOf`, `allOf`,
+ * `$ref` to a JSON pointer into the same document (`#/$defs/...`,
+ * `#/definitions/...`; recursion works), the boolean schemas, and:
+ *  - `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`
+ *    (numbers, or draft-4 booleans) on integers: an exact range, digit
+ *    by digit, either sign, one- or two-sided; bounds round inwards (an
+ *    integer >= 2.5 is >= 3). `{"type":"integer","minimum":0,
+ *    "maximum":100}` accepts exactly 0 .. 100. Integers have at most 16
+ *    digits, as without bounds; "-0" and leading zeros are never
+ *    accepted (llama.cpp takes "-0" when a range spans zero: one
+ *    spelling per value is what a host parsing the output wants).
+ *  - the same keywords on numbers when the bounds are whole numbers
+ *    (`0`, `-3`, `1e1`): exact, with the fraction's digits as without
+ *    bounds and no exponent. Other number bounds are an error naming the
+ *    keyword (llama.cpp ignores number bounds).
+ *  - `pattern`, anchored `^...$` (as llama.cpp requires): literals and
+ *    backslash escapes (t n r f v 0, xHH, uHHHH, escaped punctuation),
+ *    classes with ranges and negation, the shorthands d w s D W S, `.`
+ *    (not a line break), groups (plain, `(?:...)`, named), `|`, `? * +`,
+ *    `{m}` `{m,}` `{m,n}` `{,n}` with counts up to 1000; lazy and
+ *    possessive forms match as greedy ones. Backreferences, lookaround,
+ *    word boundaries, inline flags and Unicode property classes (p and
+ *    P) are an error naming the construct; so are groups nested past 40,
+ *    a class of more than 128 ranges, repetitions expanding past 262,144
+ *    grammar elements, and an unbounded repetition of what can be empty.
+ *    The pattern applies to the string's characters; in the output,
+ *    characters JSON escapes (quote, backslash, controls, DEL) are
+ *    escaped, the others written as themselves.
+ *  - `format` `date`, `time`, `date-time` and `uuid` (also `uuid1` ..
+ *    `uuid5`) as llama.cpp writes them (a date's day is 01..31 whatever
+ *    the month; a time needs `Z` or an offset). Other formats are
+ *    annotations. `pattern`, a grammar `format` and `minLength` /
+ *    `maxLength` do not combine: two of them on one string are an error.
+ *  - `allOf` of one schema is that schema; of several, each an object
+ *    schema (or a `$ref` to one), they merge into one object: the
+ *    properties and the required names united, together with the
+ *    schema's own; a property two elements describe differently is an
+ *    error, as is any keyword an object merge cannot take. The merged
+ *    object's other members follow the schema's own
+ *    `additionalProperties` (none when it is not set).
+ *
+ * Annotations (`title`, `description`, `default`, `examples`, ...) and
+ * unknown keywords are ignored, as JSON Schema asks. Keywords a grammar
+ * cannot follow (`multipleOf`, `uniqueItems`, `not`, `if`,
+ * `patternProperties`, ...) are an error that names the keyword and where
+ * it is: never silently dropped. A schema without `type` takes the type
+ * its keywords imply (object, array, string for `pattern` or a grammar
+ * `format`, number for the bounds), else any value.
  *
  * Choices, the same as llama.cpp's converter makes: an object that lists
  * `properties` and does not set `additionalProperties` allows no other
  * members; members come in `properties` order, required ones first, then
- * the optional ones; every `prefixItems` entry is required. Whitespace is
- * allowed between tokens but not after the top-level value, so the
- * grammar is complete at its last character and the row ends there.
+ * the optional ones, then other members; another member's name is none
+ * of the listed ones (spelled without escapes up to the first character
+ * where it differs from every listed name); every `prefixItems` entry is
+ * required. Whitespace is allowed between tokens but not after the
+ * top-level value, so the grammar is complete at its last character and
+ * the row ends there: a schema whose language is finite always ends by
+ * itself.
  *
  * Buffer contract as fx_chat_apply: the grammar is written NUL-terminated;
  * *needed (if not NULL) is set to its size including the NUL; buf may be
@@ -1125,7 +1170,7 @@ FX_API fx_status fx_chat_stop_strings(const char *tmpl, const char **out,
  *                    NULL.
  * @param[out] errbuf On failure, why (for a schema: the JSON pointer
  *                    where, e.g. "json schema at /properties/age:
- *                    unsupported keyword minimum"; for bad JSON: line and
+ *                    unsupported keyword multipleOf"; for bad JSON: line and
  *                    column), truncated to errbuf_size; may be NULL.
  * @param errbuf_size Bytes at errbuf.
  * @return FX_OK; FX_ERR_BUFFER_TOO_SMALL; FX_ERR_INVALID_ARG (NULL schema,

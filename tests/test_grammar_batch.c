@@ -577,10 +577,10 @@ static void test_json_schema(void **state) {
     assert_int_equal(run_seeds_biased(gpt2_path, g, tool_call_check, "tool schema + closers, "
                                       "gpt-2", json_closers, 3), N_SEEDS);
     /* Errors say what and where, and leave the buffer empty. */
-    assert_int_equal(fx_json_schema_to_grammar("{\"minimum\":1}", 0, g, sizeof g, &need, msg,
+    assert_int_equal(fx_json_schema_to_grammar("{\"multipleOf\":2}", 0, g, sizeof g, &need, msg,
                                                sizeof msg), FX_ERR_INVALID_ARG);
     assert_string_equal(g, "");
-    assert_non_null(strstr(msg, "unsupported keyword minimum"));
+    assert_non_null(strstr(msg, "unsupported keyword multipleOf"));
     assert_int_equal(fx_json_schema_to_grammar(NULL, 0, g, sizeof g, &need, msg, sizeof msg),
                      FX_ERR_INVALID_ARG);
     assert_int_equal(fx_json_schema_to_grammar("{}", 0, NULL, 8, &need, NULL, 0),

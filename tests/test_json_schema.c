@@ -14,48 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/grammar.h"
-#include "sample/json_schema.h"
-
-static fx_alloc alloc;
-static fx_gwork work;
-
-static fx_grammar *convert(const char *schema) {
-    char *gbnf = NULL;
-    size_t len = 0;
-    fx_error err;
-    if (fx_json_schema_to_gbnf(&alloc, schema, strlen(schema), &gbnf, &len, &err) != FX_OK)
-        fail_msg("schema %s: %s", schema, err.message);
-    assert_int_equal(strlen(gbnf), len);
-    fx_grammar *g = NULL;
-    if (fx_grammar_compile(&alloc, gbnf, len, NULL, &g, &err) != FX_OK)
-        fail_msg("grammar of %s does not compile: %s\n%s", schema, err.message, gbnf);
-    fx_free(&alloc, gbnf);
-    return g;
-}
-
-/* 2: a whole document of the grammar; 1: a prefix of one; 0: neither.
- * Fed whole and byte by byte: the two must agree. */
-static int match(const fx_grammar *g, const char *text) {
-    int res[2];
-    for (int bytewise = 0; bytewise < 2; bytewise++) {
-        fx_gstate s;
-        fx_error err;
-        assert_int_equal(fx_gstate_init(&s, &alloc, g, &err), FX_OK);
-        int ok = 1;
-        size_t n = strlen(text);
-        if (bytewise) {
-            for (size_t i = 0; i < n && ok; i++)
-                ok = fx_gstate_accept(&s, &work, text + i, 1, &err) == FX_OK;
-        } else {
-            ok = fx_gstate_accept(&s, &work, text, n, &err) == FX_OK;
-        }
-        res[bytewise] = ok ? (fx_gstate_complete(&s) ? 2 : 1) : 0;
-        fx_gstate_free(&s, &alloc);
-    }
-    assert_int_equal(res[0], res[1]);
-    return res[0];
-}
+#include "test_json_schema_util.h"
 
 typedef struct schema_case {
     const char *schema;
@@ -135,6 +94,38 @@ static const schema_case cases[] = {
      {"{\"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87\":true}"},
      {"{\"k\":true}"},
      {"{\"\xd0\xba"}},
+    /* allOf of several object schemas: properties and required united,
+     * closed to others; $ref elements and the schema's own properties
+     * join in. */
+    {"{\"$defs\":{\"id\":{\"properties\":{\"id\":{\"type\":\"integer\"}},"
+     "\"required\":[\"id\"]}},\"properties\":{\"tag\":{\"type\":\"boolean\"}},"
+     "\"allOf\":[{\"$ref\":\"#/$defs/id\"},{\"type\":\"object\",\"properties\":"
+     "{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"],"
+     "\"additionalProperties\":false}]}",
+     {"{\"id\":1,\"name\":\"x\"}", "{\"id\":1,\"name\":\"x\",\"tag\":true}",
+      "{\"id\":1,\"name\":\"\",\"tag\":false}"},
+     {"{\"id\":1}", "{\"name\":\"x\"}", "{\"id\":1,\"name\":\"x\",\"z\":1}",
+      "{\"id\":\"1\",\"name\":\"x\"}"},
+     {"{\"id\":1,"}},
+    /* The same property in two elements, described the same: one. */
+    {"{\"allOf\":[{\"properties\":{\"a\":{\"const\":1}},\"required\":[\"a\"]},"
+     "{\"properties\":{\"a\":{\"const\":1}}},true],\"additionalProperties\":"
+     "{\"type\":\"null\"}}",
+     {"{\"a\":1}", "{\"a\":1,\"b\":null}"},
+     {"{\"a\":2}", "{\"a\":1,\"b\":1}", "{\"a\":1,\"a\":null}", "{}"},
+     {"{\"a\":1,\"b\""}},
+    /* additionalProperties beside properties: an extra member never
+     * repeats a listed name (llama.cpp's _not_strings), prefixes and
+     * longer names are other keys; escapes may follow the first character
+     * that differs. */
+    {"{\"properties\":{\"ab\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},"
+     "\"\xc3\xa9t\xc3\xa9\":{\"type\":\"integer\"},\"q\\\"\":{\"type\":\"integer\"}},"
+     "\"additionalProperties\":{\"type\":\"string\"}}",
+     {"{\"ab\":1,\"a\":\"x\"}", "{\"abc\":\"x\"}", "{\"\":\"x\",\"c\\n\":\"y\"}",
+      "{\"b\":2,\"ba\":\"y\"}", "{\"\xc3\xa9t\":\"x\"}", "{\"q\\\"\":3}"},
+     {"{\"ab\":1,\"ab\":\"x\"}", "{\"b\":\"x\"}", "{\"\xc3\xa9t\xc3\xa9\":\"x\"}",
+      "{\"\\u0062\":\"x\"}", "{\"a\\u0062\":\"x\"}"},
+     {"{\"ab\":1,\"a"}},
     /* Required names the properties do not describe take any value. */
     {"{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}",
      {"{\"a\":1,\"b\":[true]}"}, {"{\"a\":1}", "{\"b\":1}"}, {"{\"a\":1,"}},
@@ -160,25 +151,14 @@ static void test_cases(void **state) {
     }
 }
 
-/* The message names the problem and where it is. */
-static void expect_error(const char *schema, const char *in_message) {
-    char *gbnf = (char *)"untouched";
-    fx_error err;
-    fx_status st = fx_json_schema_to_gbnf(&alloc, schema, strlen(schema), &gbnf, NULL, &err);
-    if (st != FX_ERR_INVALID_ARG) fail_msg("%s: status %d", schema, st);
-    assert_null(gbnf);
-    if (!strstr(err.message, in_message))
-        fail_msg("%s: message [%s] lacks [%s]", schema, err.message, in_message);
-}
-
 static void test_errors(void **state) {
     (void)state;
     expect_error("{\"type\":\n \"object\",}", "line 2, column 11");
     expect_error("", "line 1, column 1");
-    expect_error("{\"type\":\"integer\",\"minimum\":0}", "unsupported keyword minimum");
-    expect_error("{\"properties\":{\"age\":{\"type\":\"integer\",\"maximum\":9}}}",
-                 "at /properties/age: unsupported keyword maximum");
-    expect_error("{\"items\":{\"pattern\":\"a+\"}}", "at /items: unsupported keyword pattern");
+    expect_error("{\"type\":\"integer\",\"multipleOf\":2}", "unsupported keyword multipleOf");
+    expect_error("{\"properties\":{\"age\":{\"type\":\"integer\",\"not\":{}}}}",
+                 "at /properties/age: unsupported keyword not");
+    expect_error("{\"items\":{\"pattern\":\"a+\"}}", "at /items: pattern must be anchored");
     expect_error("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
     expect_error("{\"$ref\":\"#/$defs/missing\"}", "does not resolve: #/$defs/missing");
     expect_error("{\"$ref\":\"https://example.com/s.json\"}", "pointer into this document");
@@ -192,7 +172,31 @@ static void test_errors(void **state) {
     expect_error("[1]", "must be an object or a boolean");
     expect_error("{\"enum\":[]}", "enum must be a non-empty array");
     expect_error("{\"anyOf\":{}}", "anyOf must be a non-empty array");
-    expect_error("{\"allOf\":[{},{}]}", "one element only");
+    /* allOf of several: object schemas only, no conflicting property. */
+    expect_error("{\"allOf\":[]}", "allOf must be a non-empty array");
+    expect_error("{\"allOf\":[{\"type\":\"string\"},{}]}", "at /allOf/0: allOf of several: "
+                 "an element's type must be object");
+    expect_error("{\"allOf\":[{\"properties\":{}},{\"minItems\":1}]}",
+                 "at /allOf/1: allOf of several merges object schemas only (properties, "
+                 "required); this element has minItems");
+    expect_error("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},"
+                 "{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
+                 "two elements describe the property a");
+    expect_error("{\"allOf\":[{},{\"additionalProperties\":{}}]}",
+                 "at /allOf/1: allOf of several: additionalProperties in an element");
+    expect_error("{\"allOf\":[{},[1]]}", "at /allOf/1: allOf of several: each element must");
+    expect_error("{\"allOf\":[{},{\"$ref\":\"#/nowhere\"}]}", "does not resolve: #/nowhere");
+    expect_error("{\"allOf\":[{},{\"required\":\"a\"}]}", "at /allOf/1: required must be");
+    expect_error("{\"allOf\":[{\"properties\":[]},{}]}", "properties must be an object");
+    expect_error("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"bad\"}}},{}]}",
+                 "at /allOf/0/properties/a: unknown type bad");
+    {
+        /* 64 elements: one past what merges. */
+        char many[1024] = "{\"allOf\":[{}";
+        for (int i = 1; i < 64; i++) strcat(many, ",{}");
+        strcat(many, "]}");
+        expect_error(many, "more than 63 elements");
+    }
     expect_error("{\"required\":[1]}", "required must be an array of strings");
     expect_error("{\"prefixItems\":[{},{}],\"maxItems\":1}", "below the prefixItems");
     expect_error("{\"type\":\"string\"} x", "text after the value");
@@ -253,9 +257,21 @@ static void f_free(void *user, void *ptr) {
     free(ptr);
 }
 
-static void test_allocation_failures(void **state) {
-    (void)state;
-    const char *schema = cases[10].schema; /* recursion through $ref */
+/* Recursion through $ref, and each newer path that allocates: allOf
+ * merged with a $ref, the extra keys' trie, an integer and a number
+ * range, a pattern with groups and a class, a format. */
+static const char *const alloc_schemas[] = {
+    NULL, /* cases[10] */
+    "{\"$defs\":{\"a\":{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":-7,"
+    "\"maximum\":1234}}}},\"allOf\":[{\"$ref\":\"#/$defs/a\"},{\"properties\":{\"xy\":"
+    "{\"type\":\"number\",\"exclusiveMinimum\":-3,\"maximum\":9}},\"required\":[\"xy\"]},"
+    "{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":-7,\"maximum\":1234}}}],"
+    "\"additionalProperties\":{\"type\":\"string\",\"pattern\":\"^(a|[^b-d]\\\\d{2,3})+$\"}}",
+    "{\"properties\":{\"when\":{\"format\":\"date-time\"},\"id\":{\"format\":\"uuid\"}},"
+    "\"additionalProperties\":true}",
+};
+
+static void alloc_failures(const char *schema) {
     for (int sticky = 0; sticky < 2; sticky++) {
         int succeeded = 0;
         for (long at = 1; at < 10000 && !succeeded; at++) {
@@ -280,21 +296,13 @@ static void test_allocation_failures(void **state) {
     }
 }
 
-static int setup(void **state) {
+static void test_allocation_failures(void **state) {
     (void)state;
-    fx_alloc_init(&alloc, NULL);
-    fx_vocab_trie t;
-    memset(&t, 0, sizeof t);
-    t.max_depth = 64;
-    t.n_vocab = 1;
-    fx_error err;
-    return fx_gwork_init(&work, &alloc, &t, &err) == FX_OK ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    fx_gwork_free(&work, &alloc);
-    return 0;
+    alloc_failures(cases[10].schema);
+    for (size_t i = 1; i < sizeof alloc_schemas / sizeof *alloc_schemas; i++) {
+        fx_grammar_free(convert(alloc_schemas[i])); /* valid as it stands */
+        alloc_failures(alloc_schemas[i]);
+    }
 }
 
 int main(void) {
@@ -303,5 +311,5 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_allocation_failures),
     };
-    return cmocka_run_group_tests_name("json_schema", tests, setup, teardown);
+    return cmocka_run_group_tests_name("json_schema", tests, schema_setup, schema_teardown);
 }

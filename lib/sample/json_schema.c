@@ -9,102 +9,36 @@
  * there instead of letting a model pad with blanks.
  */
 #include "json_schema.h"
-#include "json_doc.h"
-
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
+#include "json_schema_int.h"
 
 #define MAX_SCHEMA_DEPTH 256u   /* nested subschemas, $ref chains included */
-#define MAX_REPEAT 1000u        /* FX_GRAMMAR_MAX_REPEAT: minItems & co. */
+#define MAX_REPEAT FX_JS_MAX_REPEAT
 
-typedef struct sbuf {
-    const fx_alloc *alloc;
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = fx_realloc(b->alloc, b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    /* n == 0 with s NULL happens (an empty buffer appended): memcpy must
-     * not see the NULL even for zero bytes (UBSan: nonnull argument). */
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_fmt(sbuf *b, const char *fmt, ...) FX_PRINTF(2, 3);
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
-    char tmp[64]; /* rule names and counts only */
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void sb_free(sbuf *b) {
-    fx_free(b->alloc, b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-enum {
-    USE_WS = 1u << 0, USE_CHAR = 1u << 1, USE_STRING = 1u << 2,
-    USE_NUMBER = 1u << 3, USE_INTEGER = 1u << 4, USE_BOOLEAN = 1u << 5,
-    USE_NULL = 1u << 6, USE_VALUE = 1u << 7
-};
-
-typedef struct ref_entry {
-    uint32_t target; /* schema node */
-    uint32_t rule;   /* its rule number */
-} ref_entry;
-
-typedef struct conv {
-    const fx_jdoc *d;
-    const fx_alloc *alloc;
-    fx_error *err;
-    fx_status status;
-    sbuf rules;
-    uint32_t n_rules;
-    unsigned used;
-    ref_entry *refs;
-    uint32_t n_refs, cap_refs;
-    char path[256];
-    size_t path_len;
-    uint32_t depth;
-} conv;
-
-static fx_status cfail(conv *c, fx_status st, const char *what, const char *detail) {
+fx_status fx_js_fail(conv *c, fx_status st, const char *what, const char *detail) {
     if (c->status != FX_OK) return c->status;
     c->status = fx_fail(c->err, st, "json schema at %s: %s%s",
                         c->path_len ? c->path : "/", what, detail ? detail : "");
     return c->status;
 }
 
-static fx_status oom(conv *c) {
+fx_status fx_js_oom(conv *c) {
     if (c->status == FX_OK)
         c->status = fx_fail(c->err, FX_ERR_NOMEM, "out of memory converting a JSON schema");
     return c->status;
 }
 
+#define cfail fx_js_fail
+#define oom fx_js_oom
+#define path_push fx_js_path_push
+#define path_pop fx_js_path_pop
+#define json_string fx_js_json_string
+#define json_compact fx_js_json_compact
+#define gbnf_literal fx_js_gbnf_literal
+#define gen_expr fx_js_gen_expr
+
 /* JSON pointer-style location for messages; long paths are cut, which is
  * fine for a message. Returns the length to restore. */
-static size_t path_push(conv *c, const char *seg, const char *seg2, size_t seg2_len) {
+size_t fx_js_path_push(conv *c, const char *seg, const char *seg2, size_t seg2_len) {
     size_t old = c->path_len;
     int n = snprintf(c->path + c->path_len, sizeof c->path - c->path_len, "/%s%.*s",
                      seg, (int)(seg2_len > 64 ? 64 : seg2_len), seg2 ? seg2 : "");
@@ -115,12 +49,10 @@ static size_t path_push(conv *c, const char *seg, const char *seg2, size_t seg2_
     return old;
 }
 
-static void path_pop(conv *c, size_t old) {
+void fx_js_path_pop(conv *c, size_t old) {
     c->path_len = old;
     c->path[old] = '\0';
 }
-
-static const fx_jnode *N(const conv *c, uint32_t i) { return fx_jdoc_node(c->d, i); }
 
 static int str_is(const conv *c, uint32_t node, const char *s) {
     const fx_jnode *n = N(c, node);
@@ -130,7 +62,7 @@ static int str_is(const conv *c, uint32_t node, const char *s) {
 
 /* ---- literals: a JSON value, compact, as a GBNF string literal ---- */
 
-static void json_string(sbuf *b, const char *s, size_t n) {
+void fx_js_json_string(sbuf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -155,7 +87,7 @@ static void json_string(sbuf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
 }
 
-static void json_compact(const conv *c, sbuf *b, uint32_t node) {
+void fx_js_json_compact(const conv *c, sbuf *b, uint32_t node) {
     const fx_jnode *n = N(c, node);
     switch (n->type) {
     case FX_J_NULL: sb_str(b, "null"); break;
@@ -185,7 +117,7 @@ static void json_compact(const conv *c, sbuf *b, uint32_t node) {
 
 /* Bytes as a GBNF literal: quotes, backslashes and control bytes escaped;
  * UTF-8 passes through (the grammar reads literals as UTF-8). */
-static void gbnf_literal(sbuf *out, const char *s, size_t n) {
+void fx_js_gbnf_literal(sbuf *out, const char *s, size_t n) {
     sb_put(out, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -232,7 +164,7 @@ static fx_status gen_rule(conv *c, uint32_t node, uint32_t no) {
 
 /* An expression standing for node: a primitive's name when that is all it
  * is, else a new rule's name. */
-static fx_status gen_expr(conv *c, uint32_t node, sbuf *out) {
+fx_status fx_js_gen_expr(conv *c, uint32_t node, sbuf *out) {
     const fx_jnode *n = N(c, node);
     if (n->type == FX_J_TRUE || (n->type == FX_J_OBJECT && n->count == 0)) {
         c->used |= USE_VALUE;
@@ -244,7 +176,7 @@ static fx_status gen_expr(conv *c, uint32_t node, sbuf *out) {
     return gen_rule(c, node, no);
 }
 
-static fx_status gen_ref(conv *c, uint32_t node, sbuf *out) {
+fx_status fx_js_resolve(conv *c, uint32_t node, uint32_t *target) {
     const fx_jnode *n = N(c, node);
     const char *s = fx_jdoc_str(c->d, n);
     if (n->type != FX_J_STRING || n->str_len == 0 || s[0] != '#')
@@ -284,6 +216,15 @@ static fx_status gen_ref(conv *c, uint32_t node, sbuf *out) {
         }
         if (at == FX_JSON_NONE) return cfail(c, FX_ERR_INVALID_ARG, "$ref does not resolve: ", s);
     }
+    *target = at;
+    return FX_OK;
+}
+
+static fx_status gen_ref(conv *c, uint32_t node, sbuf *out) {
+    const fx_jnode *n = N(c, node);
+    const char *s = fx_jdoc_str(c->d, n);
+    uint32_t at;
+    if (fx_js_resolve(c, node, &at) != FX_OK) return c->status;
     for (uint32_t r = 0; r < c->n_refs; r++)
         if (c->refs[r].target == at) {
             sb_fmt(out, "r%u", c->refs[r].rule);
@@ -317,7 +258,6 @@ static fx_status gen_ref(conv *c, uint32_t node, sbuf *out) {
 }
 
 static const char *const unsupported_keywords[] = {
-    "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "multipleOf", "not", "if", "then", "else", "patternProperties",
     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
     "minProperties", "maxProperties", "contains", "minContains",
@@ -360,6 +300,30 @@ static fx_status gen_string(conv *c, uint32_t node, sbuf *body) {
     if (!get_uint(c, node, "minLength", 0, &lo) ||
         !get_uint(c, node, "maxLength", UINT32_MAX, &hi))
         return c->status;
+    int lengths = lo != 0 || hi != UINT32_MAX;
+    uint32_t pat = fx_jdoc_get(c->d, node, "pattern");
+    uint32_t fmt = fx_jdoc_get(c->d, node, "format");
+    /* A format that is a grammar (others are annotations, ignored). */
+    sbuf fbody = {c->alloc, NULL, 0, 0, 0};
+    int has_fmt = fmt != FX_JSON_NONE && N(c, fmt)->type == FX_J_STRING &&
+                  fx_js_format(c, fx_jdoc_str(c->d, N(c, fmt)), N(c, fmt)->str_len, &fbody);
+    fx_status st = fbody.failed ? oom(c) : FX_OK;
+    /* Two of pattern, format and lengths would need their intersection,
+     * which the converter does not build: refused, not one dropped. */
+    if (st == FX_OK && pat != FX_JSON_NONE && (has_fmt || lengths))
+        st = cfail(c, FX_ERR_INVALID_ARG, "pattern together with ",
+                   has_fmt ? "format is not supported" : "minLength/maxLength is not supported");
+    else if (st == FX_OK && has_fmt && lengths)
+        st = cfail(c, FX_ERR_INVALID_ARG, "format together with minLength/maxLength is not "
+                   "supported", NULL);
+    else if (st == FX_OK && pat != FX_JSON_NONE && N(c, pat)->type != FX_J_STRING)
+        st = cfail(c, FX_ERR_INVALID_ARG, "pattern must be a string", NULL);
+    else if (st == FX_OK && pat != FX_JSON_NONE)
+        st = fx_js_pattern(c, fx_jdoc_str(c->d, N(c, pat)), N(c, pat)->str_len, body);
+    else if (st == FX_OK && has_fmt)
+        sb_put(body, fbody.p, fbody.len);
+    sb_free(&fbody);
+    if (st != FX_OK || pat != FX_JSON_NONE || has_fmt) return st;
     if (lo == 0 && hi == UINT32_MAX) {
         c->used |= USE_STRING;
         sb_str(body, "json-string");
@@ -455,189 +419,15 @@ static fx_status gen_array(conv *c, uint32_t node, sbuf *body) {
     return failed ? oom(c) : FX_OK;
 }
 
-typedef struct prop {
-    uint32_t key;       /* member node (its key) or a "required" string node */
-    uint32_t schema;    /* FX_JSON_NONE: any value */
-    int required;
-    uint32_t rule;      /* the "key": value rule */
-} prop;
-
-static fx_status kv_rule(conv *c, prop *p) {
-    const fx_jnode *k = N(c, p->key);
-    sbuf body = {c->alloc, NULL, 0, 0, 0};
-    sbuf key = {c->alloc, NULL, 0, 0, 0};
-    json_string(&key, fx_jdoc_str(c->d, k), k->str_len);
-    if (!key.failed) gbnf_literal(&body, key.p, key.len);
-    sb_free(&key);
-    c->used |= USE_WS;
-    sb_str(&body, " json-ws \":\" json-ws ");
-    size_t old = path_push(c, "properties/", fx_jdoc_str(c->d, k), k->str_len);
-    fx_status st = FX_OK;
-    if (p->schema == FX_JSON_NONE) {
-        c->used |= USE_VALUE;
-        sb_str(&body, "json-value");
-    } else {
-        st = gen_expr(c, p->schema, &body);
-    }
-    if (st == FX_OK) path_pop(c, old);
-    p->rule = c->n_rules++;
-    if (st == FX_OK && !body.failed) {
-        sb_fmt(&c->rules, "r%u ::= ", p->rule);
-        sb_put(&c->rules, body.p, body.len);
-        sb_put(&c->rules, "\n", 1);
-    }
-    if (st == FX_OK && body.failed) st = oom(c);
-    sb_free(&body);
-    return st;
-}
-
-static int in_required(conv *c, uint32_t req, const fx_jnode *key) {
-    if (req == FX_JSON_NONE) return 0;
-    for (uint32_t e = N(c, req)->first; e != FX_JSON_NONE; e = N(c, e)->next) {
-        const fx_jnode *r = N(c, e);
-        if (r->str_len == key->str_len &&
-            memcmp(fx_jdoc_str(c->d, r), fx_jdoc_str(c->d, key), r->str_len) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-static fx_status gen_object(conv *c, uint32_t node, sbuf *body) {
-    uint32_t props = fx_jdoc_get(c->d, node, "properties");
-    uint32_t req = fx_jdoc_get(c->d, node, "required");
-    uint32_t addl = fx_jdoc_get(c->d, node, "additionalProperties");
-    if (props != FX_JSON_NONE && N(c, props)->type != FX_J_OBJECT)
-        return cfail(c, FX_ERR_INVALID_ARG, "properties must be an object", NULL);
-    if (req != FX_JSON_NONE) {
-        if (N(c, req)->type != FX_J_ARRAY)
-            return cfail(c, FX_ERR_INVALID_ARG, "required must be an array of strings", NULL);
-        for (uint32_t e = N(c, req)->first; e != FX_JSON_NONE; e = N(c, e)->next)
-            if (N(c, e)->type != FX_J_STRING)
-                return cfail(c, FX_ERR_INVALID_ARG, "required must be an array of strings", NULL);
-    }
-    /* As in llama.cpp's converter and strict structured outputs: without
-     * "additionalProperties", an object that lists properties allows no
-     * others; one that lists none allows any. */
-    int any_object = props == FX_JSON_NONE && req == FX_JSON_NONE &&
-                     (addl == FX_JSON_NONE || N(c, addl)->type == FX_J_TRUE);
-    if (any_object) {
-        c->used |= USE_VALUE;
-        sb_str(body, "json-object");
-        return FX_OK;
-    }
-    uint32_t n_props = props == FX_JSON_NONE ? 0 : N(c, props)->count;
-    uint32_t n_req = req == FX_JSON_NONE ? 0 : N(c, req)->count;
-    prop *p = fx_calloc(c->alloc, (size_t)n_props + n_req + 1, sizeof *p);
-    if (!p) return oom(c);
-    uint32_t n = 0;
-    for (uint32_t m = props == FX_JSON_NONE ? FX_JSON_NONE : N(c, props)->first;
-         m != FX_JSON_NONE; m = N(c, m)->next)
-        p[n++] = (prop){m, N(c, m)->value, in_required(c, req, N(c, m)), 0};
-    /* Required names the properties do not describe: present, any value. */
-    for (uint32_t e = n_req ? N(c, req)->first : FX_JSON_NONE; e != FX_JSON_NONE;
-         e = N(c, e)->next) {
-        int known = 0;
-        for (uint32_t i = 0; i < n && !known; i++)
-            known = N(c, p[i].key)->str_len == N(c, e)->str_len &&
-                    memcmp(fx_jdoc_str(c->d, N(c, p[i].key)), fx_jdoc_str(c->d, N(c, e)),
-                           N(c, e)->str_len) == 0;
-        if (!known) p[n++] = (prop){e, FX_JSON_NONE, 1, 0};
-    }
-    fx_status st = FX_OK;
-    for (uint32_t i = 0; i < n && st == FX_OK; i++) st = kv_rule(c, &p[i]);
-    /* The rule for one more member under additionalProperties. */
-    sbuf extra = {c->alloc, NULL, 0, 0, 0};
-    int has_extra = 0;
-    if (st == FX_OK && addl != FX_JSON_NONE && N(c, addl)->type != FX_J_FALSE) {
-        has_extra = 1;
-        c->used |= USE_STRING | USE_WS;
-        uint32_t no = c->n_rules++;
-        sbuf kv = {c->alloc, NULL, 0, 0, 0};
-        sb_str(&kv, "json-string json-ws \":\" json-ws ");
-        size_t old = path_push(c, "additionalProperties", NULL, 0);
-        st = gen_expr(c, addl, &kv);
-        if (st == FX_OK) path_pop(c, old);
-        if (st == FX_OK) {
-            sb_fmt(&c->rules, "r%u ::= ", no);
-            sb_put(&c->rules, kv.p, kv.len);
-            sb_put(&c->rules, "\n", 1);
-            sb_fmt(&extra, "r%u", no);
-        }
-        if (st == FX_OK && kv.failed) st = oom(c);
-        sb_free(&kv);
-    }
-    if (st == FX_OK) {
-        c->used |= USE_WS;
-        sb_str(body, "\"{\" json-ws ");
-        uint32_t n_required = 0;
-        for (uint32_t i = 0; i < n; i++) n_required += (uint32_t)p[i].required;
-        if (n_required) {
-            /* Required members first (in their listed order), then each
-             * optional one may follow, then any extra members. */
-            uint32_t k = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                if (!p[i].required) continue;
-                if (k++) sb_str(body, "\",\" json-ws ");
-                sb_fmt(body, "r%u json-ws ", p[i].rule);
-            }
-            for (uint32_t i = 0; i < n; i++)
-                if (!p[i].required) sb_fmt(body, "( \",\" json-ws r%u json-ws )? ", p[i].rule);
-            if (has_extra) {
-                sb_str(body, "( \",\" json-ws ");
-                sb_put(body, extra.p, extra.len);
-                sb_str(body, " json-ws )* ");
-            }
-        } else {
-            /* All optional: whichever member comes first has no comma.
-             * tail[i] = the optional members after i, then the extras. */
-            uint32_t tail_base = c->n_rules;
-            c->n_rules += n + 1;
-            for (uint32_t i = n + 1; i-- > 0;) {
-                if (i == n && !has_extra) continue;
-                if (i == 0 && n > 0) continue; /* nothing refers to it */
-                sb_fmt(&c->rules, "r%u ::= ", tail_base + i);
-                if (i == n) {
-                    sb_str(&c->rules, "( \",\" json-ws ");
-                    sb_put(&c->rules, extra.p, extra.len);
-                    sb_str(&c->rules, " json-ws )*\n");
-                    continue;
-                }
-                sb_fmt(&c->rules, "( \",\" json-ws r%u json-ws )?", p[i].rule);
-                if (i + 1 < n || has_extra) sb_fmt(&c->rules, " r%u", tail_base + i + 1);
-                sb_str(&c->rules, "\n");
-            }
-            if (n || has_extra) {
-                sb_str(body, "( ");
-                for (uint32_t i = 0; i < n; i++) {
-                    if (i) sb_str(body, " | ");
-                    sb_fmt(body, "r%u json-ws", p[i].rule);
-                    if (i + 1 < n || has_extra) sb_fmt(body, " r%u", tail_base + i + 1);
-                }
-                if (has_extra) {
-                    if (n) sb_str(body, " | ");
-                    sb_put(body, extra.p, extra.len);
-                    sb_fmt(body, " json-ws r%u", tail_base + n);
-                }
-                sb_str(body, " )? ");
-            }
-        }
-        sb_str(body, "\"}\"");
-        if (extra.failed || c->rules.failed) st = oom(c);
-    }
-    sb_free(&extra);
-    fx_free(c->alloc, p);
-    return st;
-}
-
 static fx_status gen_type(conv *c, uint32_t node, uint32_t type_node, sbuf *body) {
     if (str_is(c, type_node, "string")) return gen_string(c, node, body);
-    if (str_is(c, type_node, "object")) return gen_object(c, node, body);
+    if (str_is(c, type_node, "object")) return fx_js_object(c, node, body);
     if (str_is(c, type_node, "array")) return gen_array(c, node, body);
+    if (str_is(c, type_node, "number")) return fx_js_number(c, node, 0, body);
+    if (str_is(c, type_node, "integer")) return fx_js_number(c, node, 1, body);
     const char *prim = NULL;
     unsigned use = 0;
-    if (str_is(c, type_node, "number")) { prim = "json-number"; use = USE_NUMBER; }
-    else if (str_is(c, type_node, "integer")) { prim = "json-integer"; use = USE_INTEGER; }
-    else if (str_is(c, type_node, "boolean")) { prim = "json-boolean"; use = USE_BOOLEAN; }
+    if (str_is(c, type_node, "boolean")) { prim = "json-boolean"; use = USE_BOOLEAN; }
     else if (str_is(c, type_node, "null")) { prim = "json-null"; use = USE_NULL; }
     if (!prim) {
         const fx_jnode *t = N(c, type_node);
@@ -696,14 +486,8 @@ static fx_status gen_body_at_depth(conv *c, uint32_t node, sbuf *body) {
         return gen_alternatives(c, v, "anyOf", body);
     if ((v = fx_jdoc_get(c->d, node, "oneOf")) != FX_JSON_NONE)
         return gen_alternatives(c, v, "oneOf", body);
-    if ((v = fx_jdoc_get(c->d, node, "allOf")) != FX_JSON_NONE) {
-        if (N(c, v)->type != FX_J_ARRAY || N(c, v)->count != 1)
-            return cfail(c, FX_ERR_INVALID_ARG, "allOf is supported with one element only", NULL);
-        size_t old = path_push(c, "allOf/0", NULL, 0);
-        fx_status st = gen_body(c, N(c, v)->first, body);
-        if (st == FX_OK) path_pop(c, old);
-        return st;
-    }
+    if ((v = fx_jdoc_get(c->d, node, "allOf")) != FX_JSON_NONE)
+        return fx_js_all_of(c, node, v, body);
     uint32_t type = fx_jdoc_get(c->d, node, "type");
     if (type != FX_JSON_NONE && N(c, type)->type == FX_J_ARRAY) {
         if (N(c, type)->count == 0)
@@ -718,13 +502,29 @@ static fx_status gen_body_at_depth(conv *c, uint32_t node, sbuf *body) {
     /* No type: what the keywords present imply, else any value. */
     static const char *const object_kw[] = {"properties", "required", "additionalProperties"};
     static const char *const array_kw[] = {"items", "prefixItems", "minItems", "maxItems"};
-    static const char *const string_kw[] = {"minLength", "maxLength"};
+    static const char *const string_kw[] = {"minLength", "maxLength", "pattern"};
+    static const char *const number_kw[] = {"minimum", "maximum", "exclusiveMinimum",
+                                            "exclusiveMaximum"};
     for (size_t i = 0; i < 3; i++)
-        if (fx_jdoc_get(c->d, node, object_kw[i]) != FX_JSON_NONE) return gen_object(c, node, body);
+        if (fx_jdoc_get(c->d, node, object_kw[i]) != FX_JSON_NONE) return fx_js_object(c, node, body);
     for (size_t i = 0; i < 4; i++)
         if (fx_jdoc_get(c->d, node, array_kw[i]) != FX_JSON_NONE) return gen_array(c, node, body);
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 3; i++)
         if (fx_jdoc_get(c->d, node, string_kw[i]) != FX_JSON_NONE) return gen_string(c, node, body);
+    for (size_t i = 0; i < 4; i++)
+        if (fx_jdoc_get(c->d, node, number_kw[i]) != FX_JSON_NONE)
+            return fx_js_number(c, node, 0, body);
+    /* A format that is a grammar implies a string, as in llama.cpp. */
+    if ((v = fx_jdoc_get(c->d, node, "format")) != FX_JSON_NONE && N(c, v)->type == FX_J_STRING) {
+        sbuf probe = {c->alloc, NULL, 0, 0, 0};
+        unsigned used = c->used;
+        int grammar = fx_js_format(c, fx_jdoc_str(c->d, N(c, v)), N(c, v)->str_len, &probe);
+        c->used = used;
+        int failed = probe.failed;
+        sb_free(&probe);
+        if (failed) return oom(c);
+        if (grammar) return gen_string(c, node, body);
+    }
     c->used |= USE_VALUE;
     sb_str(body, "json-value");
     return FX_OK;
@@ -765,6 +565,13 @@ static void emit_primitives(conv *c) {
     if (u & USE_INTEGER) sb_str(r, "json-integer ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15})\n");
     if (u & USE_BOOLEAN) sb_str(r, "json-boolean ::= \"true\" | \"false\"\n");
     if (u & USE_NULL) sb_str(r, "json-null ::= \"null\"\n");
+    if (u & USE_DATE)
+        sb_str(r, "json-date ::= [0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" "
+                  "(\"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1])\n");
+    if (u & USE_TIME)
+        sb_str(r, "json-time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] "
+                  "(\".\" [0-9]{3})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] "
+                  "[0-9])\n");
     if (u & USE_WS) sb_str(r, "json-ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n");
 }
 

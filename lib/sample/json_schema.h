@@ -5,12 +5,14 @@
  * converter takes), documented for users at fx_json_schema_to_grammar in
  * ferrox.h: type (one or a list), properties / required /
  * additionalProperties, items / prefixItems / minItems / maxItems,
- * minLength / maxLength, enum, const, anyOf / oneOf, a one-element allOf,
- * $ref to "#..." JSON pointers ($defs, definitions) including recursion,
- * boolean schemas. Annotations (title, description, format, default, ...)
- * and unknown keywords are ignored, as the specification asks; keywords
+ * minLength / maxLength, enum, const, anyOf / oneOf / allOf (several
+ * object schemas merge), $ref to "#..." JSON pointers ($defs,
+ * definitions) including recursion, boolean schemas, integer and number
+ * bounds (json_schema_num.c), pattern and format (json_schema_regex.c).
+ * Annotations (title, description, other formats, default, ...) and
+ * unknown keywords are ignored, as the specification asks; keywords
  * that constrain values in ways a context-free grammar cannot follow
- * cheaply (minimum, pattern, uniqueItems, ...) are errors naming the
+ * cheaply (multipleOf, uniqueItems, not, ...) are errors naming the
  * keyword and where it is, never silently dropped.
  */
 #ifndef FX_JSON_SCHEMA_H
