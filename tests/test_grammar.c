@@ -352,12 +352,24 @@ static void check_vocab(const char *vocab_rel) {
     fx_candidate *scratch = malloc(nv * sizeof *scratch);
     int32_t *expect = malloc(nv * sizeof *expect), *got = malloc(nv * sizeof *got);
     char piece[512];
-    fx_grammar *gs[3] = {load_vendored("grammars/json.gbnf"),
-                         load_vendored("grammars/arithmetic.gbnf"), NULL};
+    /* Bounded repetitions too (the walk's chain shortcut): a JSON Schema
+     * maxLength string, a class with a space, digits then a literal. */
+    static const char *const bounded[] = {
+        "root ::= \"\\\"\" json-char{0,24} \"\\\"\" \" \"?\n"
+        "json-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | "
+        "\"u\" [0-9a-fA-F]{4})\n",
+        "root ::= [a-z ]{0,9} \",\" [a-z]{2,40}\n",
+        "root ::= [0-9]{1,5} \"x\" ([a-zA-Z]{3} | [0-9]{0,7})\n"};
+    enum { N_GRAMMARS = 6 };
+    fx_grammar *gs[N_GRAMMARS] = {load_vendored("grammars/json.gbnf"),
+                                  load_vendored("grammars/arithmetic.gbnf"), NULL};
     assert_int_equal(fx_grammar_json(&alloc, &gs[2], &err), FX_OK);
+    for (int i = 0; i < 3; i++)
+        if (compile(bounded[i], &gs[3 + i], &err) != FX_OK)
+            fail_msg("bounded %d: %s", i, err.message);
     fx_rng noise;
     fx_rng_seed(&noise, 3);
-    for (int gi = 0; gi < 3; gi++) {
+    for (int gi = 0; gi < N_GRAMMARS; gi++) {
         fx_sampling cfg;
         fx_sampling_default(&cfg);
         cfg.temperature = 1.0f;
@@ -399,7 +411,7 @@ static void check_vocab(const char *vocab_rel) {
         }
         fx_sampler_free(&s, &alloc);
     }
-    for (int gi = 0; gi < 3; gi++) fx_grammar_free(gs[gi]);
+    for (int gi = 0; gi < N_GRAMMARS; gi++) fx_grammar_free(gs[gi]);
     free(logits);
     free(scratch);
     free(expect);

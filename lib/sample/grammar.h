@@ -24,6 +24,8 @@ struct fx_vocab;
 #define FX_GRAMMAR_MAX_STACKS 256u         /* live parse stacks per row */
 #define FX_GRAMMAR_ROW_FRAMES 4096u        /* stack frames a row keeps */
 #define FX_GRAMMAR_WORK_FRAMES (1u << 16)  /* frames one mask walk may use */
+#define FX_GRAMMAR_CHAIN_MAX 32u           /* bytes a mask walk follows a
+                                              bounded repetition ahead */
 #define FX_GRAMMAR_EXPAND_BUDGET 100000u   /* expansion steps per advance */
 #define FX_GRAMMAR_CALL_BUDGET 20000000u   /* expansion steps per mask or
                                               accept (~0.1 s): bounds
@@ -58,7 +60,15 @@ typedef struct fx_grammar {
     uint32_t root;
     uint32_t row_frames;   /* frames a row's parse can ever keep (at most
                               FX_GRAMMAR_ROW_FRAMES): what it allocates */
+    /* Per class (at its first element; else 0): the ASCII code points it
+     * matches, and whether every code point >= 0x80 does (1), none (0) or
+     * some (-1). For the mask walk, which compares classes by the set. */
+    uint64_t *class_ascii;   /* [n_elems * 2] */
+    int8_t *class_nonascii;  /* [n_elems] */
 } fx_grammar;
+
+/* Fills g's class_ascii and class_nonascii (fx_grammar_compile does). */
+fx_status fx_grammar_index_classes(fx_grammar *g, fx_error *err);
 
 /* Compiles GBNF text; root names the start rule (NULL: "root"). Errors are
  * FX_ERR_GRAMMAR with "line L, column C: ..." in err. */
@@ -90,6 +100,8 @@ typedef struct fx_trie_node {
     uint64_t ascii[2];     /* ASCII bytes in the subtree, this one included */
     uint8_t byte;
     uint8_t flags;         /* FX_TRIE_* */
+    uint16_t height;       /* bytes on the longest path down, this one
+                              included (saturates at 65535) */
 } fx_trie_node;
 
 #define FX_TRIE_NONASCII 0x1u  /* a byte >= 0x80 in the subtree */

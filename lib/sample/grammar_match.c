@@ -26,6 +26,16 @@ typedef struct gwalk_level {
     int loop_known;
     uint64_t loop_ascii[2];
     int loop_nonascii;     /* every code point >= 0x80 does */
+    /* A chain (computed on demand): from this level's set, one class of
+     * ASCII bytes moves the parse along a fixed path of sets -- a bounded
+     * repetition's counts -- for chain_len bytes. chain_cum[k]: the bytes
+     * that may be byte k + 1 of such a path (the class, narrowed at each
+     * step). A subtree no taller than chain_len, made of chain_cum bytes,
+     * is allowed whole. */
+    int chain_known;
+    uint32_t chain_len;
+    uint64_t chain_cum[FX_GRAMMAR_CHAIN_MAX][2];
+    uint8_t chain_na[FX_GRAMMAR_CHAIN_MAX]; /* and all code points >= 0x80 */
 } gwalk_level;
 
 #define HASH_CAP (2 * FX_GRAMMAR_WORK_FRAMES)
@@ -481,6 +491,22 @@ static int nonascii_uniform(const fx_gelem *e) {
     return -1;
 }
 
+fx_status fx_grammar_index_classes(fx_grammar *g, fx_error *err) {
+    g->class_ascii = fx_calloc(&g->alloc, (size_t)g->n_elems * 2, sizeof(uint64_t));
+    g->class_nonascii = fx_calloc(&g->alloc, g->n_elems ? g->n_elems : 1, 1);
+    if (!g->class_ascii || !g->class_nonascii)
+        return fx_fail(err, FX_ERR_NOMEM, "grammar: out of memory");
+    for (uint32_t e = 0; e < g->n_elems; e++) {
+        uint32_t ty = g->elems[e].type;
+        if (ty != FX_G_CHAR && ty != FX_G_CHAR_NOT && ty != FX_G_CHAR_ANY) continue;
+        for (uint32_t c = 0; c < 0x80; c++)
+            if (match_char(&g->elems[e], c))
+                g->class_ascii[2 * e + (c >> 6)] |= 1ull << (c & 63);
+        g->class_nonascii[e] = (int8_t)nonascii_uniform(&g->elems[e]);
+    }
+    return FX_OK;
+}
+
 /* Fills L's loop sets: the bytes whose advance gives back L's set. The
  * trial advances make frames only above the level's mark; a trial that
  * hits a limit just counts as "not a loop". */
@@ -530,6 +556,68 @@ static void compute_loops(const fx_grammar *g, fx_gwork *w, gwalk_level *L) {
     w->n_frames = L->frames_top;
 }
 
+/* The code points that the tops of `in` accept exactly as `rep` does (so
+ * advance alike: advance() depends only on which tops accept): ASCII ones
+ * into out, and *nonascii whether all >= 0x80 do. From the classes'
+ * indexed sets, a few word operations per top. */
+static void alike(const fx_grammar *g, const fx_gtop *in, uint32_t n,
+                  uint32_t rep, uint64_t out[2], int *nonascii) {
+    out[0] = out[1] = ~0ull;
+    *nonascii = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t pos = in[i].pos;
+        if (pos == FX_GACCEPT) continue;
+        const uint64_t *m = g->class_ascii + 2 * (size_t)pos;
+        int na = g->class_nonascii[pos];
+        int takes = rep < 0x80 ? (int)((m[rep >> 6] >> (rep & 63)) & 1)
+                               : match_char(&g->elems[pos], rep);
+        out[0] &= takes ? m[0] : ~m[0];
+        out[1] &= takes ? m[1] : ~m[1];
+        if (na != (takes ? 1 : 0)) *nonascii = 0;
+    }
+}
+
+/* Fills L's chain, following the subtree's lowest ASCII byte (or, for an
+ * all-non-ASCII one, a non-ASCII code point) through up to
+ * FX_GRAMMAR_CHAIN_MAX advances in scratch above the level, keeping the
+ * code points that advance alike at every step. */
+static void compute_chain(const fx_grammar *g, fx_gwork *w, gwalk_level *L,
+                          const fx_trie_node *nd) {
+    L->chain_known = 1;
+    L->chain_len = 0;
+    uint32_t rep = nd->ascii[0] ? (uint32_t)__builtin_ctzll(nd->ascii[0])
+                   : nd->ascii[1] ? 64u + (uint32_t)__builtin_ctzll(nd->ascii[1])
+                                  : 0xE9u;
+    uint64_t room = (uint64_t)w->sets_cap - L->set_off - L->set_len;
+    if (room < 2u * FX_GRAMMAR_MAX_STACKS) return;
+    fx_gtop *buf[2] = {w->sets + L->set_off + L->set_len,
+                       w->sets + L->set_off + L->set_len + FX_GRAMMAR_MAX_STACKS};
+    const fx_gtop *cur = w->sets + L->set_off;
+    uint32_t n = L->set_len;
+    uint64_t cum[2] = {~0ull, ~0ull};
+    int cum_na = 1;
+    w->n_frames = L->frames_top;
+    for (uint32_t k = 0; k < FX_GRAMMAR_CHAIN_MAX; k++) {
+        uint64_t same[2];
+        int na;
+        alike(g, cur, n, rep, same, &na);
+        cum[0] &= same[0];
+        cum[1] &= same[1];
+        cum_na &= na;
+        fx_gtop *next = buf[k & 1];
+        uint32_t m = advance(g, w, cur, n, rep, next);
+        if (w->fail || m == 0) break;
+        L->chain_cum[k][0] = cum[0];
+        L->chain_cum[k][1] = cum[1];
+        L->chain_na[k] = (uint8_t)cum_na;
+        L->chain_len = k + 1;
+        cur = next;
+        n = m;
+    }
+    w->fail = FX_OK;
+    w->n_frames = L->frames_top;
+}
+
 /* Subtrees with fewer tokens are walked: computing a level's loops costs
  * a few advances, more than walking a handful of leaves. */
 #define LOOP_MIN_TOKENS 8u
@@ -547,8 +635,9 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
      * as the trie's UTF-8 summaries do. */
     int shortcuts = s->utf8_left == 0;
     memset(&lv[0], 0, sizeof lv[0]);
-    lv[0] = (gwalk_level){t->nodes[0].first_child, 0, s->n_tops, s->utf8_value,
-                          s->utf8_left, w->n_frames, 0, {0, 0}, 0};
+    lv[0] = (gwalk_level){.child = t->nodes[0].first_child, .set_len = s->n_tops,
+                          .utf8_value = s->utf8_value, .utf8_left = s->utf8_left,
+                          .frames_top = w->n_frames};
     uint32_t depth = 0;
     for (;;) {
         gwalk_level *L = &lv[depth];
@@ -573,6 +662,23 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
                     w->allowed[w->n_allowed++] = t->ids[i];
                 continue;
             }
+            /* A bounded repetition ([a-z]{0,24}) is no loop, each byte
+             * moving it to the next count; but a subtree no deeper than
+             * the count left, of bytes it takes, is allowed whole too. */
+            if (nd->height <= FX_GRAMMAR_CHAIN_MAX) {
+                if (!L->chain_known) compute_chain(g, w, L, nd);
+                /* Bytes, not characters: a multi-byte character is one
+                 * step, so the height only overstates the steps. */
+                const uint32_t h = nd->height;
+                if (h <= L->chain_len &&
+                    (nd->ascii[0] & ~L->chain_cum[h - 1][0]) == 0 &&
+                    (nd->ascii[1] & ~L->chain_cum[h - 1][1]) == 0 &&
+                    (!(nd->flags & FX_TRIE_NONASCII) || L->chain_na[h - 1])) {
+                    for (uint32_t i = nd->tok_start; i < nd->sub_end; i++)
+                        w->allowed[w->n_allowed++] = t->ids[i];
+                    continue;
+                }
+            }
         }
         uint32_t value = L->utf8_value, left = L->utf8_left, cp = 0;
         int r = fx_gutf8_step(nd->byte, &value, &left, &cp);
@@ -595,8 +701,13 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
             w->allowed[w->n_allowed++] = t->ids[nd->tok_start + i];
         if (nd->first_child) {
             gwalk_level *C = &lv[++depth];
-            *C = (gwalk_level){nd->first_child, off, n, value, left, w->n_frames,
-                               0, {0, 0}, 0};
+            C->child = nd->first_child;
+            C->set_off = off;
+            C->set_len = n;
+            C->utf8_value = value;
+            C->utf8_left = left;
+            C->frames_top = w->n_frames;
+            C->loop_known = C->chain_known = 0;
             if (same) { /* the same set: the same loops */
                 C->loop_known = 1;
                 C->loop_ascii[0] = L->loop_ascii[0];

@@ -648,6 +648,7 @@ static fx_status finish(gb *b, const char *root, fx_grammar **out) {
         uint32_t bad_rule = 0;
         st = check_recursion(g, pos, star, names, &bad_pos, &bad_star, &bad_rule);
         if (st == FX_OK) st = fx_grammar_size_rows(g, b->err);
+        if (st == FX_OK) st = fx_grammar_index_classes(g, b->err);
         if (st == FX_ERR_GRAMMAR) {
             char msg[160];
             if (bad_star)
@@ -705,6 +706,8 @@ void fx_grammar_free(fx_grammar *g) {
     fx_free(&a, g->rule_start);
     fx_free(&a, g->alts);
     fx_free(&a, g->alt_start);
+    fx_free(&a, g->class_ascii);
+    fx_free(&a, g->class_nonascii);
     fx_free(&a, g);
 }
 

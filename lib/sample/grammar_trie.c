@@ -105,12 +105,16 @@ static fx_status finish_trie(fx_vocab_trie *t, fx_trie_node *raw,
         if (d->byte >= 0x80) d->flags |= FX_TRIE_NONASCII;
         else d->ascii[d->byte >> 6] |= 1ull << (d->byte & 63);
         d->sub_end = d->tok_start + d->tok_count;
+        d->height = 1;
     }
     t->nodes[0].sub_end = t->nodes[0].tok_start + t->nodes[0].tok_count;
+    t->nodes[0].height = 0;
     /* Children after parents in preorder: fold upward in reverse. */
     for (uint32_t i = n; i-- > 1;) {
         fx_trie_node *d = &t->nodes[i], *p = &t->nodes[parent[i]];
         if (d->sub_end > p->sub_end) p->sub_end = d->sub_end;
+        uint32_t h = d->height + 1u < UINT16_MAX ? d->height + 1u : UINT16_MAX;
+        if (parent[i] && h > p->height) p->height = (uint16_t)h;
         p->ascii[0] |= d->ascii[0];
         p->ascii[1] |= d->ascii[1];
         p->flags |= d->flags & FX_TRIE_NONASCII;
