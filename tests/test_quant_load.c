@@ -638,6 +638,27 @@ static uint32_t q4_k_m_type(const char *name, void *user) {
     return FX_WTYPE_Q4_K;
 }
 
+/* What AddressSanitizer itself makes resident for `bytes` of heap: its
+ * shadow (one byte per 8) and redzones, with room (measured on a Zen 5:
+ * 45.4 MB of growth under ASan against 38.3 MB without, for 26.2 MB of
+ * weights). Not the library's memory, so not the bound's; a second copy
+ * of the weights (+26 MB) still breaks the bound under ASan. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FX_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FX_TEST_ASAN 1
+#endif
+#endif
+static size_t sanitizer_overhead(size_t bytes) {
+#ifdef FX_TEST_ASAN
+    return bytes / 2;
+#else
+    (void)bytes;
+    return 0;
+#endif
+}
+
 /* A Q4_K_M model, loaded from a file and run, holds its file (or its copy
  * in 16-row groups, the file's pages dropped), its KV cache and some
  * scratch: never both. The model is large enough (about 22 MB) that a
@@ -700,7 +721,7 @@ static void resident_case(int tied) {
     assert_true(growth >= file_bytes / 2);
     if (grouped) assert_true(fx_wtype_is_qr16(l.w.layers[0].w_down.type));
     assert_true(growth <= file_bytes + kv_bytes + logits_bytes +
-                              ((size_t)16 << 20));
+                              ((size_t)16 << 20) + sanitizer_overhead(file_bytes));
     free(logits);
     unload(&l);
     unlink(path);
