@@ -1,0 +1,948 @@
+/*
+ * jinja builtins: attribute and item access, the filters, tests and
+ * Python str/dict methods chat templates use, and the globals range,
+ * namespace, dict, raise_exception and strftime_now. Mutating methods
+ * (list.append, dict.pop ...) are absent on purpose: transformers renders
+ * in jinja2's ImmutableSandboxedEnvironment, which refuses them, and so
+ * range() stops at the sandbox's 100000 items.
+ */
+#include "jinja_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <utf8proc.h>
+
+#define SANDBOX_MAX_RANGE 100000
+
+_Noreturn static void undef_err(jctx *c, const jv *v) {
+    jfail(c, FX_ERR_BAD_TEMPLATE, "'%.*s' is undefined", (int)v->u.s.n,
+          v->u.s.p);
+}
+
+static jv undef_named(const char *name) {
+    return jv_undef((jstr){ name, strlen(name) });
+}
+
+static bool is_intlike(const jv *v) { return v->t == JV_INT || v->t == JV_BOOL; }
+static int64_t iv(const jv *v) { return v->t == JV_INT ? v->u.i : v->u.b; }
+
+static jv mkstr(const jout *o) {
+    jstr s = jout_str(o);
+    return jv_str(s.p, s.n);
+}
+
+/* ---- attribute and item access ---- */
+
+jv jgetattr(jctx *c, const jv *obj, jstr name) {
+    if (obj->t == JV_UNDEF) undef_err(c, obj);
+    if (obj->t == JV_DICT) {
+        const jv *v = jdict_gets(obj->u.d, name.p, name.n);
+        return v ? *v : jv_undef(name);
+    }
+    if (obj->t == JV_LOOP) {
+        const jloop *lp = obj->u.loop;
+        size_t n = lp->items->n, i = lp->index0;
+        if (jstr_eq(name, "index")) return jv_int((int64_t)i + 1);
+        if (jstr_eq(name, "index0")) return jv_int((int64_t)i);
+        if (jstr_eq(name, "first")) return jv_bool(i == 0);
+        if (jstr_eq(name, "last")) return jv_bool(i + 1 == n);
+        if (jstr_eq(name, "length")) return jv_int((int64_t)n);
+        if (jstr_eq(name, "revindex")) return jv_int((int64_t)(n - i));
+        if (jstr_eq(name, "revindex0")) return jv_int((int64_t)(n - i - 1));
+        if (jstr_eq(name, "previtem"))
+            return i > 0 ? lp->items->v[i - 1] : undef_named("previtem");
+        if (jstr_eq(name, "nextitem"))
+            return i + 1 < n ? lp->items->v[i + 1] : undef_named("nextitem");
+        if (jstr_eq(name, "depth")) return jv_int(1);
+        if (jstr_eq(name, "depth0")) return jv_int(0);
+    }
+    return jv_undef(name);
+}
+
+jv jgetitem(jctx *c, const jv *obj, const jv *key) {
+    if (obj->t == JV_UNDEF) undef_err(c, obj);
+    if (obj->t == JV_DICT) {
+        const jv *v = jdict_get(obj->u.d, *key);
+        if (v) return *v;
+        return key->t == JV_STR ? jv_undef(key->u.s) : undef_named("");
+    }
+    if ((obj->t == JV_LIST || obj->t == JV_STR) && is_intlike(key)) {
+        int64_t i = iv(key);
+        if (obj->t == JV_LIST) {
+            int64_t n = (int64_t)obj->u.l->n;
+            if (i < 0) i += n;
+            return (i >= 0 && i < n) ? obj->u.l->v[i] : undef_named("");
+        }
+        jstr s = obj->u.s;
+        int64_t n = (int64_t)jutf8_len(s.p, s.n);
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return undef_named("");
+        size_t b = 0;
+        for (int64_t k = 0; k < i; k++) {
+            b++;
+            while (b < s.n && ((unsigned char)s.p[b] & 0xc0) == 0x80) b++;
+        }
+        size_t e = b + 1;
+        while (e < s.n && ((unsigned char)s.p[e] & 0xc0) == 0x80) e++;
+        return jv_str(s.p + b, e - b);
+    }
+    if (obj->t == JV_LOOP && key->t == JV_STR) return jgetattr(c, obj, key->u.s);
+    return undef_named("");
+}
+
+/* ---- string helpers ---- */
+
+static jstr need_str(jctx *c, const jv *v, const char *what) {
+    if (v->t != JV_STR)
+        jfail(c, FX_ERR_BAD_TEMPLATE, "%s expects a string, not %s", what,
+              jv_typename(v));
+    return v->u.s;
+}
+
+static bool has_char(jstr set, const char *p, size_t k) {
+    for (size_t i = 0; i + k <= set.n; i++) {
+        size_t m = 1;
+        while (i + m < set.n && ((unsigned char)set.p[i + m] & 0xc0) == 0x80) m++;
+        if (m == k && memcmp(set.p + i, p, k) == 0) return true;
+        i += m - 1;
+    }
+    return false;
+}
+
+static size_t char_len_at(const char *p, size_t n) {
+    size_t k = 1;
+    while (k < n && ((unsigned char)p[k] & 0xc0) == 0x80) k++;
+    return k;
+}
+
+/* str.strip([chars]) with Python's whitespace or the given characters. */
+static jv strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
+    if (!chars || chars->t == JV_NONE || chars->t == JV_UNDEF) {
+        const char *p = s.p;
+        size_t n = s.n;
+        fx_chat_strip(&p, &n, left, right);
+        return jv_str(p, n);
+    }
+    jstr set = need_str(c, chars, "strip()");
+    size_t b = 0, e = s.n;
+    while (left && b < e) {
+        size_t k = char_len_at(s.p + b, e - b);
+        if (!has_char(set, s.p + b, k)) break;
+        b += k;
+    }
+    while (right && e > b) {
+        size_t k = 1;
+        while (k < e - b && ((unsigned char)s.p[e - k] & 0xc0) == 0x80) k++;
+        if (!has_char(set, s.p + e - k, k)) break;
+        e -= k;
+    }
+    return jv_str(s.p + b, e - b);
+}
+
+typedef enum { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE } casemode;
+
+/* Unicode case mapping through utf8proc (simple, one-to-one mappings). */
+static jv change_case(jctx *c, jstr s, casemode mode) {
+    jout o = { 0 };
+    bool prev_cased = false;
+    for (size_t i = 0; i < s.n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s.p + i,
+                                              (utf8proc_ssize_t)(s.n - i), &cp);
+        if (k <= 0) { /* not UTF-8: the byte passes through */
+            jout_put(c, &o, s.p + i, 1);
+            i++;
+            prev_cased = false;
+            continue;
+        }
+        utf8proc_int32_t m = cp;
+        bool cased = utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp;
+        switch (mode) {
+        case CASE_UPPER: m = utf8proc_toupper(cp); break;
+        case CASE_LOWER: m = utf8proc_tolower(cp); break;
+        case CASE_TITLE:
+            m = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp);
+            break;
+        case CASE_CAPITALIZE:
+            m = i == 0 ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
+            break;
+        }
+        prev_cased = cased;
+        utf8proc_uint8_t buf[4];
+        utf8proc_ssize_t w = utf8proc_encode_char(m, buf);
+        jout_put(c, &o, (const char *)buf, (size_t)w);
+        i += (size_t)k;
+    }
+    return mkstr(&o);
+}
+
+static bool starts_with(jstr s, jstr p) {
+    return p.n <= s.n && memcmp(s.p, p.p, p.n) == 0;
+}
+
+static bool ends_with(jstr s, jstr p) {
+    return p.n <= s.n && memcmp(s.p + s.n - p.n, p.p, p.n) == 0;
+}
+
+static bool affix(jctx *c, jstr s, const jv *arg, bool start) {
+    if (arg->t == JV_LIST) {
+        for (size_t i = 0; i < arg->u.l->n; i++)
+            if (affix(c, s, &arg->u.l->v[i], start)) return true;
+        return false;
+    }
+    jstr p = need_str(c, arg, start ? "startswith()" : "endswith()");
+    return start ? starts_with(s, p) : ends_with(s, p);
+}
+
+static const char *find_sub(jstr s, size_t from, jstr sub) {
+    if (sub.n == 0) return s.p + from;
+    for (size_t i = from; i + sub.n <= s.n; i++)
+        if (memcmp(s.p + i, sub.p, sub.n) == 0) return s.p + i;
+    return NULL;
+}
+
+static jv replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
+    jout o = { 0 };
+    size_t i = 0;
+    int64_t done = 0;
+    if (old.n == 0) { /* Python inserts between every character */
+        while (count < 0 || done < count) {
+            jout_put(c, &o, new_.p, new_.n);
+            done++;
+            if (i >= s.n) break;
+            size_t k = char_len_at(s.p + i, s.n - i);
+            jout_put(c, &o, s.p + i, k);
+            i += k;
+        }
+        jout_put(c, &o, s.p + i, s.n - i);
+        return mkstr(&o);
+    }
+    while (count < 0 || done < count) {
+        const char *at = find_sub(s, i, old);
+        if (!at) break;
+        jout_put(c, &o, s.p + i, (size_t)(at - s.p) - i);
+        jout_put(c, &o, new_.p, new_.n);
+        i = (size_t)(at - s.p) + old.n;
+        done++;
+    }
+    jout_put(c, &o, s.p + i, s.n - i);
+    return mkstr(&o);
+}
+
+static bool py_blank(const char *p, size_t n, size_t *k) {
+    const char *q = p;
+    size_t m = char_len_at(p, n);
+    *k = m;
+    size_t len = m;
+    fx_chat_strip(&q, &len, true, false);
+    return len == 0;
+}
+
+static jv split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
+    jv out = jv_newlist(c, 0);
+    if (!sep || sep->t == JV_NONE) {
+        size_t i = 0, k;
+        for (;;) {
+            while (i < s.n && py_blank(s.p + i, s.n - i, &k)) i += k;
+            if (i >= s.n) break;
+            if (maxsplit >= 0 && (int64_t)out.u.l->n >= maxsplit) {
+                const char *p = s.p + i;
+                size_t n = s.n - i;
+                fx_chat_strip(&p, &n, false, true);
+                jlist_push(c, out.u.l, jv_str(p, n));
+                break;
+            }
+            size_t b = i;
+            while (i < s.n && !py_blank(s.p + i, s.n - i, &k)) i += k;
+            jlist_push(c, out.u.l, jv_str(s.p + b, i - b));
+        }
+        return out;
+    }
+    jstr d = need_str(c, sep, "split()");
+    if (d.n == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "empty separator");
+    size_t i = 0;
+    for (;;) {
+        jstep(c, 1);
+        const char *at = (maxsplit < 0 || (int64_t)out.u.l->n < maxsplit)
+                             ? find_sub(s, i, d) : NULL;
+        if (!at) {
+            jlist_push(c, out.u.l, jv_str(s.p + i, s.n - i));
+            return out;
+        }
+        jlist_push(c, out.u.l, jv_str(s.p + i, (size_t)(at - s.p) - i));
+        i = (size_t)(at - s.p) + d.n;
+    }
+}
+
+static jv dict_items(jctx *c, const jdict *d) {
+    jv out = jv_newlist(c, d->n);
+    for (size_t i = 0; i < d->n; i++) {
+        jv pair = jv_newlist(c, 2);
+        pair.tuple = JV_TUPLE;
+        jlist_push(c, pair.u.l, d->k[i]);
+        jlist_push(c, pair.u.l, d->v[i]);
+        jlist_push(c, out.u.l, pair);
+    }
+    return out;
+}
+
+/* ---- methods ---- */
+
+static const jv *kwarg(const jstr *kwn, const jv *kwv, size_t nkw,
+                       const char *name) {
+    for (size_t i = 0; i < nkw; i++)
+        if (jstr_eq(kwn[i], name)) return &kwv[i];
+    return NULL;
+}
+
+/* An argument by position or keyword; NULL when absent. */
+static const jv *arg(const jv *args, size_t n, size_t pos, const jstr *kwn,
+                     const jv *kwv, size_t nkw, const char *name) {
+    if (pos < n) return &args[pos];
+    return name ? kwarg(kwn, kwv, nkw, name) : NULL;
+}
+
+bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
+             const jstr *kwn, const jv *kwv, size_t nkw, jv *result) {
+#define ARG(i, nm) arg(args, n, (i), kwn, kwv, nkw, (nm))
+    if (obj->t == JV_STR) {
+        jstr s = obj->u.s;
+        if (jstr_eq(name, "strip")) { *result = strip(c, s, ARG(0, "chars"), true, true); return true; }
+        if (jstr_eq(name, "lstrip")) { *result = strip(c, s, ARG(0, "chars"), true, false); return true; }
+        if (jstr_eq(name, "rstrip")) { *result = strip(c, s, ARG(0, "chars"), false, true); return true; }
+        if (jstr_eq(name, "upper")) { *result = change_case(c, s, CASE_UPPER); return true; }
+        if (jstr_eq(name, "lower")) { *result = change_case(c, s, CASE_LOWER); return true; }
+        if (jstr_eq(name, "title")) { *result = change_case(c, s, CASE_TITLE); return true; }
+        if (jstr_eq(name, "capitalize")) { *result = change_case(c, s, CASE_CAPITALIZE); return true; }
+        if (jstr_eq(name, "startswith") || jstr_eq(name, "endswith")) {
+            const jv *p = ARG(0, NULL);
+            if (!p) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s() needs an argument",
+                          (int)name.n, name.p);
+            *result = jv_bool(affix(c, s, p, jstr_eq(name, "startswith")));
+            return true;
+        }
+        if (jstr_eq(name, "split")) {
+            const jv *m = ARG(1, "maxsplit");
+            *result = split(c, s, ARG(0, "sep"), m && is_intlike(m) ? iv(m) : -1);
+            return true;
+        }
+        if (jstr_eq(name, "replace")) {
+            const jv *a = ARG(0, NULL), *b = ARG(1, NULL), *k = ARG(2, "count");
+            if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace() needs two "
+                                "arguments");
+            *result = replace(c, s, need_str(c, a, "replace()"),
+                              need_str(c, b, "replace()"),
+                              k && is_intlike(k) ? iv(k) : -1);
+            return true;
+        }
+        if (jstr_eq(name, "find")) {
+            const jv *a = ARG(0, NULL);
+            if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "find() needs an argument");
+            const char *at = find_sub(s, 0, need_str(c, a, "find()"));
+            *result = jv_int(at ? (int64_t)jutf8_len(s.p, (size_t)(at - s.p)) : -1);
+            return true;
+        }
+        if (jstr_eq(name, "count")) {
+            const jv *a = ARG(0, NULL);
+            if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "count() needs an argument");
+            jstr sub = need_str(c, a, "count()");
+            int64_t k = 0;
+            if (sub.n == 0) k = (int64_t)jutf8_len(s.p, s.n) + 1;
+            for (size_t i = 0; sub.n && i + sub.n <= s.n;) {
+                const char *at = find_sub(s, i, sub);
+                if (!at) break;
+                k++;
+                i = (size_t)(at - s.p) + sub.n;
+            }
+            *result = jv_int(k);
+            return true;
+        }
+        if (jstr_eq(name, "join")) {
+            const jv *a = ARG(0, NULL);
+            if (!a || a->t != JV_LIST)
+                jfail(c, FX_ERR_BAD_TEMPLATE, "join() needs a list");
+            jout o = { 0 };
+            for (size_t i = 0; i < a->u.l->n; i++) {
+                if (i) jout_put(c, &o, s.p, s.n);
+                jstr e = need_str(c, &a->u.l->v[i], "join()");
+                jout_put(c, &o, e.p, e.n);
+            }
+            *result = mkstr(&o);
+            return true;
+        }
+        return false;
+    }
+    if (obj->t == JV_DICT && !obj->u.d->ns) {
+        const jdict *d = obj->u.d;
+        if (jstr_eq(name, "items")) { *result = dict_items(c, d); return true; }
+        if (jstr_eq(name, "keys") || jstr_eq(name, "values")) {
+            jv out = jv_newlist(c, d->n);
+            for (size_t i = 0; i < d->n; i++)
+                jlist_push(c, out.u.l, jstr_eq(name, "keys") ? d->k[i] : d->v[i]);
+            *result = out;
+            return true;
+        }
+        if (jstr_eq(name, "get")) {
+            const jv *k = ARG(0, "key"), *dflt = ARG(1, "default");
+            if (!k) jfail(c, FX_ERR_BAD_TEMPLATE, "get() needs a key");
+            const jv *v = jdict_get(d, *k);
+            *result = v ? *v : dflt ? *dflt : jv_none();
+            return true;
+        }
+        return false;
+    }
+    if (obj->t == JV_LOOP && jstr_eq(name, "cycle")) {
+        if (n == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "no items for cycling given");
+        *result = args[obj->u.loop->index0 % n];
+        return true;
+    }
+    return false;
+#undef ARG
+}
+
+/* ---- tests ---- */
+
+bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
+    const jv *a = n ? &args[0] : NULL;
+    if (jstr_eq(name, "defined")) return v->t != JV_UNDEF;
+    if (jstr_eq(name, "undefined")) return v->t == JV_UNDEF;
+    if (jstr_eq(name, "none")) return v->t == JV_NONE;
+    if (jstr_eq(name, "string")) return v->t == JV_STR;
+    if (jstr_eq(name, "mapping")) return v->t == JV_DICT && !v->u.d->ns;
+    if (jstr_eq(name, "iterable"))
+        return v->t == JV_LIST || v->t == JV_STR || v->t == JV_UNDEF ||
+               (v->t == JV_DICT && !v->u.d->ns);
+    if (jstr_eq(name, "sequence"))
+        return (v->t == JV_LIST && v->tuple != JV_GENERATOR) || v->t == JV_STR || v->t == JV_UNDEF ||
+               (v->t == JV_DICT && !v->u.d->ns);
+    if (jstr_eq(name, "number"))
+        return v->t == JV_INT || v->t == JV_FLOAT || v->t == JV_BOOL;
+    if (jstr_eq(name, "integer")) return v->t == JV_INT;
+    if (jstr_eq(name, "float")) return v->t == JV_FLOAT;
+    if (jstr_eq(name, "boolean")) return v->t == JV_BOOL;
+    if (jstr_eq(name, "true")) return v->t == JV_BOOL && v->u.b;
+    if (jstr_eq(name, "false")) return v->t == JV_BOOL && !v->u.b;
+    if (jstr_eq(name, "callable")) return v->t == JV_MACRO || v->t == JV_FUNC;
+    if (jstr_eq(name, "lower") || jstr_eq(name, "upper")) {
+        if (v->t != JV_STR) return false;
+        jv m = change_case(c, v->u.s, jstr_eq(name, "lower") ? CASE_LOWER
+                                                             : CASE_UPPER);
+        return jv_equal(&m, v);
+    }
+    if (jstr_eq(name, "odd") || jstr_eq(name, "even")) {
+        if (!is_intlike(v)) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs an int",
+                                  (int)name.n, name.p);
+        bool odd = (iv(v) % 2) != 0;
+        return jstr_eq(name, "odd") ? odd : !odd;
+    }
+    if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "unknown test '%.*s' or it needs an "
+                  "argument", (int)name.n, name.p);
+    if (jstr_eq(name, "divisibleby")) {
+        if (!is_intlike(v) || !is_intlike(a) || iv(a) == 0)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "divisibleby needs nonzero ints");
+        return iv(v) % iv(a) == 0;
+    }
+    if (jstr_eq(name, "equalto") || jstr_eq(name, "eq") || jstr_eq(name, "==") ||
+        jstr_eq(name, "sameas"))
+        return jv_equal(v, a);
+    if (jstr_eq(name, "ne") || jstr_eq(name, "!=")) return !jv_equal(v, a);
+    if (jstr_eq(name, "lt") || jstr_eq(name, "lessthan")) return jv_compare(c, v, a) < 0;
+    if (jstr_eq(name, "le")) return jv_compare(c, v, a) <= 0;
+    if (jstr_eq(name, "gt") || jstr_eq(name, "greaterthan")) return jv_compare(c, v, a) > 0;
+    if (jstr_eq(name, "ge")) return jv_compare(c, v, a) >= 0;
+    if (jstr_eq(name, "in")) {
+        if (a->t == JV_STR && v->t == JV_STR)
+            return find_sub(a->u.s, 0, v->u.s) != NULL;
+        if (a->t == JV_LIST) {
+            for (size_t i = 0; i < a->u.l->n; i++)
+                if (jv_equal(&a->u.l->v[i], v)) return true;
+            return false;
+        }
+        if (a->t == JV_DICT) return jdict_get(a->u.d, *v) != NULL;
+        jfail(c, FX_ERR_BAD_TEMPLATE, "'in' test on %s", jv_typename(a));
+    }
+    jfail(c, FX_ERR_BAD_TEMPLATE, "no test named '%.*s'", (int)name.n, name.p);
+}
+
+/* ---- filters ---- */
+
+static jv to_list(jctx *c, const jv *v) {
+    if (v->t == JV_LIST && v->tuple != JV_GENERATOR) return *v;
+    jv out = jv_newlist(c, 0);
+    if (v->t == JV_LIST) { /* a generator, materialized */
+        for (size_t i = 0; i < v->u.l->n; i++) jlist_push(c, out.u.l, v->u.l->v[i]);
+        return out;
+    }
+    if (v->t == JV_UNDEF) return out;
+    if (v->t == JV_DICT && !v->u.d->ns) {
+        for (size_t i = 0; i < v->u.d->n; i++) jlist_push(c, out.u.l, v->u.d->k[i]);
+        return out;
+    }
+    if (v->t == JV_STR) {
+        jstr s = v->u.s;
+        for (size_t i = 0; i < s.n;) {
+            size_t k = char_len_at(s.p + i, s.n - i);
+            jlist_push(c, out.u.l, jv_str(s.p + i, k));
+            i += k;
+        }
+        return out;
+    }
+    jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable", jv_typename(v));
+}
+
+/* An attribute path "a.b" or item index, as jinja2's make_attrgetter. */
+static jv attr_path(jctx *c, const jv *item, jstr path) {
+    jv cur = *item;
+    size_t i = 0;
+    while (i <= path.n) {
+        size_t j = i;
+        while (j < path.n && path.p[j] != '.') j++;
+        jstr part = { path.p + i, j - i };
+        if (cur.t == JV_UNDEF) return cur;
+        bool digits = part.n > 0;
+        for (size_t k = 0; k < part.n; k++)
+            if (part.p[k] < '0' || part.p[k] > '9') digits = false;
+        if (digits && cur.t == JV_LIST) {
+            jv key = jv_int(strtoll(part.p, NULL, 10));
+            cur = jgetitem(c, &cur, &key);
+        } else {
+            cur = jgetattr(c, &cur, part);
+        }
+        i = j + 1;
+    }
+    return cur;
+}
+
+static int cmp_items(jctx *c, const jv *a, const jv *b, bool case_sensitive) {
+    if (!case_sensitive && a->t == JV_STR && b->t == JV_STR) {
+        jv x = change_case(c, a->u.s, CASE_LOWER), y = change_case(c, b->u.s, CASE_LOWER);
+        return jv_compare(c, &x, &y);
+    }
+    return jv_compare(c, a, b);
+}
+
+/* A stable insertion sort over keys[]: template lists are short, and
+ * every comparison counts against the step budget. */
+static void sort_by(jctx *c, jv *vals, jv *keys, size_t n, bool reverse,
+                    bool case_sensitive) {
+    for (size_t i = 1; i < n; i++) {
+        jv v = vals[i], k = keys[i];
+        size_t j = i;
+        while (j > 0) {
+            jstep(c, 1);
+            int r = cmp_items(c, &keys[j - 1], &k, case_sensitive);
+            if (reverse ? r >= 0 : r <= 0) break;
+            vals[j] = vals[j - 1];
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        vals[j] = v;
+        keys[j] = k;
+    }
+}
+
+static jv select_items(jctx *c, const jv *v, const jv *args, size_t n,
+                       bool by_attr, bool keep) {
+    jv out = jv_newlist(c, 0);
+    out.tuple = JV_GENERATOR;
+    if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
+    jv src = to_list(c, v);
+    size_t first = by_attr ? 1 : 0;
+    if (by_attr && (n < 1 || args[0].t != JV_STR))
+        jfail(c, FX_ERR_BAD_TEMPLATE, "selectattr/rejectattr need an "
+              "attribute name");
+    for (size_t i = 0; i < src.u.l->n; i++) {
+        jstep(c, 1);
+        jv item = by_attr ? attr_path(c, &src.u.l->v[i], args[0].u.s)
+                          : src.u.l->v[i];
+        bool ok;
+        if (n > first) {
+            if (args[first].t != JV_STR)
+                jfail(c, FX_ERR_BAD_TEMPLATE, "a test name must be a string");
+            ok = jtest(c, args[first].u.s, &item, args + first + 1,
+                       n - first - 1);
+        } else {
+            ok = jv_truthy(&item);
+        }
+        if (ok == keep) jlist_push(c, out.u.l, src.u.l->v[i]);
+    }
+    return out;
+}
+
+jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
+           size_t n, const jstr *kwn, const jv *kwv, size_t nkw) {
+#define ARG(i, nm) arg(args, n, (i), kwn, kwv, nkw, (nm))
+    jstep(c, 1);
+    if (jstr_eq(name, "default") || jstr_eq(name, "d")) {
+        const jv *dflt = ARG(0, "default_value"), *b = ARG(1, "boolean");
+        bool use = v->t == JV_UNDEF || (b && jv_truthy(b) && !jv_truthy(v));
+        if (!use) return *v;
+        return dflt ? *dflt : jv_str("", 0);
+    }
+    if (jstr_eq(name, "safe")) return *v;
+    if (jstr_eq(name, "string")) {
+        jstr s = jv_to_str(c, v);
+        return jv_str(s.p, s.n);
+    }
+    if (jstr_eq(name, "length") || jstr_eq(name, "count")) {
+        switch (v->t) {
+        case JV_STR: return jv_int((int64_t)jutf8_len(v->u.s.p, v->u.s.n));
+        case JV_LIST:
+            if (v->tuple == JV_GENERATOR) break;
+            return jv_int((int64_t)v->u.l->n);
+        case JV_DICT: return jv_int((int64_t)v->u.d->n);
+        case JV_UNDEF: return jv_int(0);
+        default:
+            break;
+        }
+        jfail(c, FX_ERR_BAD_TEMPLATE, "object of type '%s' has no len()",
+              jv_typename(v));
+    }
+    if (jstr_eq(name, "tojson")) {
+        const jv *ind = ARG(0, "indent"), *sk = kwarg(kwn, kwv, nkw, "sort_keys");
+        int indent = -1;
+        if (ind && ind->t != JV_NONE) {
+            if (!is_intlike(ind) || iv(ind) < 0 || iv(ind) > 64)
+                jfail(c, FX_ERR_BAD_TEMPLATE, "tojson indent must be 0..64");
+            indent = (int)iv(ind);
+        }
+        jout o = { 0 };
+        jv_tojson(c, &o, v, indent, 0, sk && jv_truthy(sk));
+        return mkstr(&o);
+    }
+    if (jstr_eq(name, "list")) return to_list(c, v);
+    if (jstr_eq(name, "items")) {
+        if (v->t == JV_UNDEF) return jv_newlist(c, 0);
+        if (v->t != JV_DICT || v->u.d->ns)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "items expects a mapping, not %s",
+                  jv_typename(v));
+        return dict_items(c, v->u.d);
+    }
+    if (jstr_eq(name, "dictsort")) {
+        if (v->t != JV_DICT || v->u.d->ns)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "dictsort expects a mapping");
+        const jv *cs = ARG(0, "case_sensitive"), *by = ARG(1, "by"),
+                 *rev = ARG(2, "reverse");
+        jv items = dict_items(c, v->u.d);
+        size_t m = items.u.l->n;
+        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
+        bool by_value = by && by->t == JV_STR && jstr_eq(by->u.s, "value");
+        for (size_t i = 0; i < m; i++) keys[i] = items.u.l->v[i].u.l->v[by_value];
+        sort_by(c, items.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
+        return items;
+    }
+    if (jstr_eq(name, "sort")) {
+        const jv *rev = ARG(0, "reverse"), *cs = ARG(1, "case_sensitive"),
+                 *at = ARG(2, "attribute");
+        jv src = to_list(c, v);
+        jv out = jv_newlist(c, src.u.l->n);
+        size_t m = src.u.l->n;
+        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
+        for (size_t i = 0; i < m; i++) {
+            jlist_push(c, out.u.l, src.u.l->v[i]);
+            keys[i] = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
+                                            : src.u.l->v[i];
+        }
+        sort_by(c, out.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
+        return out;
+    }
+    if (jstr_eq(name, "reverse")) {
+        if (v->t == JV_STR) {
+            jout o = { 0 };
+            for (size_t e = v->u.s.n; e > 0;) {
+                size_t b = e - 1;
+                while (b > 0 && ((unsigned char)v->u.s.p[b] & 0xc0) == 0x80) b--;
+                jout_put(c, &o, v->u.s.p + b, e - b);
+                e = b;
+            }
+            return mkstr(&o);
+        }
+        jv src = to_list(c, v);
+        jv out = jv_newlist(c, src.u.l->n);
+        for (size_t i = src.u.l->n; i-- > 0;) jlist_push(c, out.u.l, src.u.l->v[i]);
+        return out;
+    }
+    if (jstr_eq(name, "unique")) {
+        jv src = to_list(c, v);
+        jv out = jv_newlist(c, 0);
+        for (size_t i = 0; i < src.u.l->n; i++) {
+            bool seen = false;
+            jstep(c, out.u.l->n / 8);
+            for (size_t j = 0; j < out.u.l->n && !seen; j++)
+                seen = cmp_items(c, &out.u.l->v[j], &src.u.l->v[i], false) == 0;
+            if (!seen) jlist_push(c, out.u.l, src.u.l->v[i]);
+        }
+        return out;
+    }
+    if (jstr_eq(name, "first") || jstr_eq(name, "last")) {
+        jv src = to_list(c, v);
+        if (src.u.l->n == 0) return jv_undef((jstr){ "", 0 });
+        return src.u.l->v[jstr_eq(name, "first") ? 0 : src.u.l->n - 1];
+    }
+    if (jstr_eq(name, "join")) {
+        const jv *sep = ARG(0, "d"), *at = ARG(1, "attribute");
+        jstr d = sep ? jv_to_str(c, sep) : (jstr){ "", 0 };
+        jv src = to_list(c, v);
+        jout o = { 0 };
+        for (size_t i = 0; i < src.u.l->n; i++) {
+            if (i) jout_put(c, &o, d.p, d.n);
+            jv item = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
+                                            : src.u.l->v[i];
+            jstr s = jv_to_str(c, &item);
+            jout_put(c, &o, s.p, s.n);
+        }
+        return mkstr(&o);
+    }
+    if (jstr_eq(name, "map")) {
+        jv out = jv_newlist(c, 0);
+        out.tuple = JV_GENERATOR;
+        if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
+        jv src = to_list(c, v);
+        const jv *at = kwarg(kwn, kwv, nkw, "attribute");
+        const jv *dflt = kwarg(kwn, kwv, nkw, "default");
+        if (!at && (n < 1 || args[0].t != JV_STR))
+            jfail(c, FX_ERR_BAD_TEMPLATE, "map needs a filter name or "
+                  "attribute=");
+        for (size_t i = 0; i < src.u.l->n; i++) {
+            jv r;
+            if (at) {
+                if (at->t != JV_STR)
+                    jfail(c, FX_ERR_BAD_TEMPLATE, "map attribute must be a string");
+                r = attr_path(c, &src.u.l->v[i], at->u.s);
+                if (r.t == JV_UNDEF && dflt) r = *dflt;
+            } else {
+                r = jfilter(c, sc, args[0].u.s, &src.u.l->v[i], args + 1,
+                            n - 1, NULL, NULL, 0);
+            }
+            jlist_push(c, out.u.l, r);
+        }
+        return out;
+    }
+    if (jstr_eq(name, "selectattr") || jstr_eq(name, "rejectattr"))
+        return select_items(c, v, args, n, true, jstr_eq(name, "selectattr"));
+    if (jstr_eq(name, "select") || jstr_eq(name, "reject"))
+        return select_items(c, v, args, n, false, jstr_eq(name, "select"));
+    if (jstr_eq(name, "abs")) {
+        if (v->t == JV_FLOAT) return jv_float(fabs(v->u.f));
+        if (!is_intlike(v) || iv(v) == INT64_MIN)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand for abs()");
+        return jv_int(iv(v) < 0 ? -iv(v) : iv(v));
+    }
+    if (jstr_eq(name, "int")) {
+        const jv *dflt = ARG(0, "default");
+        if (is_intlike(v)) return jv_int(iv(v));
+        if (v->t == JV_FLOAT && isfinite(v->u.f) && fabs(v->u.f) < 9.2e18)
+            return jv_int((int64_t)v->u.f);
+        if (v->t == JV_STR) {
+            char buf[64];
+            jv s = strip(c, v->u.s, NULL, true, true);
+            if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
+                memcpy(buf, s.u.s.p, s.u.s.n);
+                buf[s.u.s.n] = '\0';
+                char *end;
+                long long x = strtoll(buf, &end, 10);
+                if (*end == '\0') return jv_int(x);
+                double f = strtod(buf, &end);
+                if (*end == '\0' && isfinite(f) && fabs(f) < 9.2e18)
+                    return jv_int((int64_t)f);
+            }
+        }
+        return dflt ? *dflt : jv_int(0);
+    }
+    if (jstr_eq(name, "float")) {
+        if (v->t == JV_FLOAT) return *v;
+        if (is_intlike(v)) return jv_float((double)iv(v));
+        if (v->t == JV_STR) {
+            char buf[64];
+            jv s = strip(c, v->u.s, NULL, true, true);
+            if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
+                memcpy(buf, s.u.s.p, s.u.s.n);
+                buf[s.u.s.n] = '\0';
+                char *end;
+                double f = strtod(buf, &end);
+                if (*end == '\0') return jv_float(f);
+            }
+        }
+        const jv *dflt = ARG(0, "default");
+        return dflt ? *dflt : jv_float(0.0);
+    }
+    /* The rest work on the text of the value. */
+    jstr s = jv_to_str(c, v);
+    if (jstr_eq(name, "trim")) return strip(c, s, ARG(0, "chars"), true, true);
+    if (jstr_eq(name, "upper")) return change_case(c, s, CASE_UPPER);
+    if (jstr_eq(name, "lower")) return change_case(c, s, CASE_LOWER);
+    if (jstr_eq(name, "title")) return change_case(c, s, CASE_TITLE);
+    if (jstr_eq(name, "capitalize")) return change_case(c, s, CASE_CAPITALIZE);
+    if (jstr_eq(name, "replace")) {
+        const jv *a = ARG(0, "old"), *b = ARG(1, "new"), *k = ARG(2, "count");
+        if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace needs two arguments");
+        jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
+        return replace(c, s, x, y, k && is_intlike(k) ? iv(k) : -1);
+    }
+    if (jstr_eq(name, "indent")) {
+        const jv *w = ARG(0, "width"), *f = ARG(1, "first"), *bl = ARG(2, "blank");
+        jstr pad = { "    ", 4 };
+        jout padbuf = { 0 };
+        if (w && is_intlike(w)) {
+            if (iv(w) < 0 || iv(w) > 256)
+                jfail(c, FX_ERR_BAD_TEMPLATE, "indent width must be 0..256");
+            for (int64_t i = 0; i < iv(w); i++) jout_put(c, &padbuf, " ", 1);
+            pad = jout_str(&padbuf);
+        } else if (w && w->t == JV_STR) {
+            pad = w->u.s;
+        }
+        /* jinja2 appends "\n" and splits into lines: a trailing newline
+         * stays, and blank lines get no indent unless `blank`. */
+        jout o = { 0 };
+        size_t i = 0, line = 0;
+        while (i <= s.n) {
+            size_t j = i;
+            while (j < s.n && s.p[j] != '\n') j++;
+            if (line > 0) jout_put(c, &o, "\n", 1);
+            if (line > 0 && (j > i || (bl && jv_truthy(bl))))
+                jout_put(c, &o, pad.p, pad.n);
+            jout_put(c, &o, s.p + i, j - i);
+            line++;
+            i = j + 1;
+        }
+        if (f && jv_truthy(f)) {
+            jout o2 = { 0 };
+            jout_put(c, &o2, pad.p, pad.n);
+            jout_put(c, &o2, o.p, o.n);
+            return mkstr(&o2);
+        }
+        return mkstr(&o);
+    }
+    if (jstr_eq(name, "escape") || jstr_eq(name, "e")) {
+        jout o = { 0 };
+        for (size_t i = 0; i < s.n; i++) {
+            const char *r = NULL;
+            switch (s.p[i]) {
+            case '&': r = "&amp;"; break;
+            case '<': r = "&lt;"; break;
+            case '>': r = "&gt;"; break;
+            case '"': r = "&#34;"; break;
+            case '\'': r = "&#39;"; break;
+            default: break;
+            }
+            if (r) jout_put(c, &o, r, strlen(r));
+            else jout_put(c, &o, s.p + i, 1);
+        }
+        return mkstr(&o);
+    }
+    if (jstr_eq(name, "wordcount")) {
+        jv words = split(c, s, NULL, -1);
+        return jv_int((int64_t)words.u.l->n);
+    }
+    jfail(c, FX_ERR_BAD_TEMPLATE, "no filter named '%.*s'", (int)name.n,
+          name.p);
+#undef ARG
+}
+
+/* ---- globals ---- */
+
+static void put_num(jctx *c, jout *o, int v, int width, bool pad) {
+    char b[16];
+    snprintf(b, sizeof b, pad ? "%0*d" : "%*d", pad ? width : 0, v);
+    jout_put(c, o, b, strlen(b));
+}
+
+/* datetime.strftime for the directives templates use, in the C locale's
+ * English names, without depending on the process's locale. */
+static jv strftime_now(jctx *c, jstr fmt) {
+    static const char *const months[] = { "January", "February", "March",
+        "April", "May", "June", "July", "August", "September", "October",
+        "November", "December" };
+    static const char *const days[] = { "Sunday", "Monday", "Tuesday",
+        "Wednesday", "Thursday", "Friday", "Saturday" };
+    time_t t = (time_t)c->now;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm)) jfail(c, FX_ERR_BAD_TEMPLATE, "bad clock value");
+    jout o = { 0 };
+    for (size_t i = 0; i < fmt.n; i++) {
+        if (fmt.p[i] != '%' || i + 1 >= fmt.n) {
+            jout_put(c, &o, fmt.p + i, 1);
+            continue;
+        }
+        char d = fmt.p[++i];
+        bool pad = true;
+        if (d == '-' && i + 1 < fmt.n) { pad = false; d = fmt.p[++i]; }
+        switch (d) {
+        case 'd': put_num(c, &o, tm.tm_mday, 2, pad); break;
+        case 'm': put_num(c, &o, tm.tm_mon + 1, 2, pad); break;
+        case 'Y': put_num(c, &o, tm.tm_year + 1900, 4, pad); break;
+        case 'y': put_num(c, &o, tm.tm_year % 100, 2, pad); break;
+        case 'H': put_num(c, &o, tm.tm_hour, 2, pad); break;
+        case 'M': put_num(c, &o, tm.tm_min, 2, pad); break;
+        case 'S': put_num(c, &o, tm.tm_sec, 2, pad); break;
+        case 'j': put_num(c, &o, tm.tm_yday + 1, 3, pad); break;
+        case 'b': jout_put(c, &o, months[tm.tm_mon], 3); break;
+        case 'B': jout_put(c, &o, months[tm.tm_mon], strlen(months[tm.tm_mon])); break;
+        case 'a': jout_put(c, &o, days[tm.tm_wday], 3); break;
+        case 'A': jout_put(c, &o, days[tm.tm_wday], strlen(days[tm.tm_wday])); break;
+        case '%': jout_put(c, &o, "%", 1); break;
+        default: jout_put(c, &o, fmt.p + i - 1, 2); break;
+        }
+    }
+    return mkstr(&o);
+}
+
+jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
+                 const jv *kwv, size_t nkw) {
+    switch ((jfunc)fn) {
+    case JF_RANGE: {
+        int64_t start = 0, stop, step = 1;
+        for (size_t i = 0; i < n; i++)
+            if (!is_intlike(&args[i]))
+                jfail(c, FX_ERR_BAD_TEMPLATE, "range() needs integers");
+        if (n == 1) stop = iv(&args[0]);
+        else if (n == 2 || n == 3) {
+            start = iv(&args[0]);
+            stop = iv(&args[1]);
+            if (n == 3) step = iv(&args[2]);
+        } else {
+            jfail(c, FX_ERR_BAD_TEMPLATE, "range() takes 1 to 3 arguments");
+        }
+        if (step == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "range() step is zero");
+        double count = step > 0 ? ceil(((double)stop - (double)start) / (double)step)
+                                : ceil(((double)start - (double)stop) / (double)-step);
+        if (count > SANDBOX_MAX_RANGE)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "range() of more than %d items "
+                  "(the sandbox's limit)", SANDBOX_MAX_RANGE);
+        jv out = jv_newlist(c, count > 0 ? (size_t)count : 0);
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+            jstep(c, 1);
+            jlist_push(c, out.u.l, jv_int(i));
+        }
+        return out;
+    }
+    case JF_NAMESPACE: case JF_DICT: {
+        jv d = jv_newdict(c, nkw);
+        d.u.d->ns = fn == JF_NAMESPACE;
+        if (n == 1 && args[0].t == JV_DICT)
+            for (size_t i = 0; i < args[0].u.d->n; i++)
+                jdict_set(c, d.u.d, args[0].u.d->k[i], args[0].u.d->v[i]);
+        else if (n)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "namespace()/dict() take keyword "
+                  "arguments");
+        for (size_t i = 0; i < nkw; i++)
+            jdict_set(c, d.u.d, jv_str(kwn[i].p, kwn[i].n), kwv[i]);
+        return d;
+    }
+    case JF_RAISE: {
+        jstr m = n ? jv_to_str(c, &args[0]) : (jstr){ "", 0 };
+        jfail(c, FX_ERR_BAD_TEMPLATE, "the template raised an exception: %.*s",
+              (int)(m.n > 300 ? 300 : m.n), m.p);
+    }
+    case JF_STRFTIME:
+        if (n != 1 || args[0].t != JV_STR)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "strftime_now() takes a format "
+                  "string");
+        return strftime_now(c, args[0].u.s);
+    default:
+        jfail(c, FX_ERR_BAD_TEMPLATE, "not callable");
+    }
+}

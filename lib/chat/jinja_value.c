@@ -1,0 +1,810 @@
+/*
+ * jinja values: the render arena, value constructors, containers,
+ * comparisons, Python's str()/repr() forms, json.dumps and a JSON reader
+ * for the host's extra context.
+ */
+#include "jinja_int.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors and budgets ---- */
+
+static void vfail(jctx *c, fx_status st, uint32_t line, uint32_t col,
+                  const char *fmt, va_list ap) {
+    char msg[400];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (line)
+        fx_fail(c->err, st, "chat template, line %u column %u: %s",
+                (unsigned)line, (unsigned)col, msg);
+    else
+        fx_fail(c->err, st, "chat template: %s", msg);
+    c->status = st;
+    longjmp(c->fail, 1);
+}
+
+_Noreturn void jfail(jctx *c, fx_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(c, st, c->at ? c->at->line : 0, c->at ? c->at->col : 0, fmt, ap);
+    va_end(ap);
+    abort(); /* not reached: vfail jumps */
+}
+
+_Noreturn void jfail_at(jctx *c, uint32_t line, uint32_t col,
+                        const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(c, FX_ERR_BAD_TEMPLATE, line, col, fmt, ap);
+    va_end(ap);
+    abort();
+}
+
+void jstep(jctx *c, uint64_t n) {
+    c->steps += n;
+    if (c->steps > c->lim->max_steps)
+        jfail(c, FX_ERR_BAD_TEMPLATE, "the template ran past its budget of "
+              "%llu steps (an endless or huge loop?)",
+              (unsigned long long)c->lim->max_steps);
+}
+
+/* ---- arena ---- */
+
+#define CHUNK_MIN ((size_t)64 * 1024)
+#define ALIGN_UP(x) (((x) + (sizeof(max_align_t) - 1)) & \
+                     ~(sizeof(max_align_t) - 1))
+
+void *jalloc(jctx *c, size_t size) {
+    jarena *a = &c->arena;
+    size = ALIGN_UP(size ? size : 1);
+    if (size == 0) jfail(c, FX_ERR_TOO_LARGE, "an allocation overflows");
+    jchunk *h = a->head;
+    if (h && h->size - h->used >= size) {
+        void *p = (char *)h + ALIGN_UP(sizeof *h) + h->used;
+        h->used += size;
+        return p;
+    }
+    size_t body = size > CHUNK_MIN ? size : CHUNK_MIN;
+    size_t whole = ALIGN_UP(sizeof *h) + body;
+    if (whole < body || body > a->cap || a->total > a->cap - whole)
+        jfail(c, FX_ERR_TOO_LARGE, "the template needs more than its memory "
+              "cap of %zu bytes", a->cap);
+    jchunk *n = fx_malloc(a->alloc, whole);
+    if (!n) jfail(c, FX_ERR_NOMEM, "out of memory (%zu bytes)", whole);
+    a->total += whole;
+    n->size = body;
+    n->used = size;
+    /* A big block gets its own chunk behind the head, so the head's free
+     * room stays usable for small ones. */
+    if (h && body == size && h->size - h->used > CHUNK_MIN / 8) {
+        n->next = h->next;
+        h->next = n;
+    } else {
+        n->next = h;
+        a->head = n;
+    }
+    return (char *)n + ALIGN_UP(sizeof *n);
+}
+
+void jarena_free(jarena *a) {
+    jchunk *h = a->head;
+    while (h) {
+        jchunk *next = h->next;
+        fx_free(a->alloc, h);
+        h = next;
+    }
+    a->head = NULL;
+    a->total = 0;
+}
+
+char *jstrdup(jctx *c, const char *p, size_t n) {
+    if (n == SIZE_MAX) jfail(c, FX_ERR_TOO_LARGE, "a string overflows");
+    char *s = jalloc(c, n + 1);
+    if (n) memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* ---- output buffers ---- */
+
+void jout_put(jctx *c, jout *o, const char *p, size_t n) {
+    if (n == 0) return;
+    if (o == c->out && (n > c->lim->max_output ||
+                        o->n > c->lim->max_output - n))
+        jfail(c, FX_ERR_TOO_LARGE, "the rendered text exceeds its cap of "
+              "%zu bytes", c->lim->max_output);
+    if (n > c->arena.cap || o->n > c->arena.cap - n)
+        jfail(c, FX_ERR_TOO_LARGE, "a string exceeds the memory cap of %zu "
+              "bytes", c->arena.cap);
+    jstep(c, n / 64);
+    if (o->n + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 64;
+        while (cap < o->n + n) cap = cap > SIZE_MAX / 2 ? o->n + n : cap * 2;
+        char *q = jalloc(c, cap);
+        if (o->n) memcpy(q, o->p, o->n);
+        o->p = q;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, p, n);
+    o->n += n;
+}
+
+jstr jout_str(const jout *o) {
+    jstr s = { o->p ? o->p : "", o->n };
+    return s;
+}
+
+static void put_s(jctx *c, jout *o, const char *s) {
+    jout_put(c, o, s, strlen(s));
+}
+
+/* ---- constructors and containers ---- */
+
+jv jv_undef(jstr name) { jv v = { .t = JV_UNDEF }; v.u.s = name; return v; }
+jv jv_none(void) { jv v = { .t = JV_NONE }; return v; }
+jv jv_bool(bool b) { jv v = { .t = JV_BOOL }; v.u.b = b; return v; }
+jv jv_int(int64_t i) { jv v = { .t = JV_INT }; v.u.i = i; return v; }
+jv jv_float(double f) { jv v = { .t = JV_FLOAT }; v.u.f = f; return v; }
+
+jv jv_str(const char *p, size_t n) {
+    jv v = { .t = JV_STR };
+    v.u.s.p = p ? p : "";
+    v.u.s.n = n;
+    return v;
+}
+
+jv jv_cstr(const char *s) { return jv_str(s, strlen(s)); }
+
+jv jv_newlist(jctx *c, size_t cap) {
+    jlist *l = jalloc(c, sizeof *l);
+    l->n = 0;
+    l->cap = cap;
+    if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "list size");
+    l->v = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
+    jv v = { .t = JV_LIST };
+    v.u.l = l;
+    return v;
+}
+
+jv jv_newdict(jctx *c, size_t cap) {
+    jdict *d = jalloc(c, sizeof *d);
+    d->n = 0;
+    d->cap = cap;
+    d->ns = false;
+    if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "dict size");
+    d->k = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
+    d->v = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
+    jv v = { .t = JV_DICT };
+    v.u.d = d;
+    return v;
+}
+
+static size_t grow_cap(jctx *c, size_t cap) {
+    if (cap > SIZE_MAX / 2 / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "grow");
+    return cap ? cap * 2 : 4;
+}
+
+void jlist_push(jctx *c, jlist *l, jv v) {
+    if (l->n == l->cap) {
+        size_t cap = grow_cap(c, l->cap);
+        jv *nv = jalloc(c, cap * sizeof(jv));
+        if (l->n) memcpy(nv, l->v, l->n * sizeof(jv));
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+}
+
+const jv *jdict_get(const jdict *d, jv k) {
+    for (size_t i = 0; i < d->n; i++)
+        if (jv_equal(&d->k[i], &k)) return &d->v[i];
+    return NULL;
+}
+
+const jv *jdict_gets(const jdict *d, const char *key, size_t n) {
+    return jdict_get(d, jv_str(key, n));
+}
+
+void jdict_set(jctx *c, jdict *d, jv k, jv v) {
+    jstep(c, d->n / 16);
+    for (size_t i = 0; i < d->n; i++) {
+        if (jv_equal(&d->k[i], &k)) {
+            d->v[i] = v;
+            return;
+        }
+    }
+    if (d->n == d->cap) {
+        size_t cap = grow_cap(c, d->cap);
+        jv *nk = jalloc(c, cap * sizeof(jv)), *nv = jalloc(c, cap * sizeof(jv));
+        if (d->n) {
+            memcpy(nk, d->k, d->n * sizeof(jv));
+            memcpy(nv, d->v, d->n * sizeof(jv));
+        }
+        d->k = nk;
+        d->v = nv;
+        d->cap = cap;
+    }
+    d->k[d->n] = k;
+    d->v[d->n] = v;
+    d->n++;
+}
+
+/* ---- truth, equality, order ---- */
+
+bool jv_truthy(const jv *v) {
+    switch (v->t) {
+    case JV_BOOL: return v->u.b;
+    case JV_INT: return v->u.i != 0;
+    case JV_FLOAT: return v->u.f != 0.0;
+    case JV_STR: return v->u.s.n != 0;
+    case JV_LIST: return v->tuple == JV_GENERATOR || v->u.l->n != 0;
+    case JV_DICT: return v->u.d->ns || v->u.d->n != 0;
+    case JV_MACRO: case JV_FUNC: case JV_LOOP: return true;
+    default: return false; /* undefined, none */
+    }
+}
+
+static bool is_num(const jv *v) {
+    return v->t == JV_INT || v->t == JV_FLOAT || v->t == JV_BOOL;
+}
+
+static double num(const jv *v) {
+    return v->t == JV_FLOAT ? v->u.f : v->t == JV_INT ? (double)v->u.i
+                                                      : (double)v->u.b;
+}
+
+bool jv_equal(const jv *a, const jv *b) {
+    if (is_num(a) && is_num(b)) {
+        if (a->t != JV_FLOAT && b->t != JV_FLOAT) {
+            int64_t x = a->t == JV_INT ? a->u.i : a->u.b;
+            int64_t y = b->t == JV_INT ? b->u.i : b->u.b;
+            return x == y;
+        }
+        return num(a) == num(b);
+    }
+    if (a->t != b->t) return false;
+    switch (a->t) {
+    case JV_UNDEF: case JV_NONE: return true;
+    case JV_STR:
+        return a->u.s.n == b->u.s.n &&
+               (a->u.s.n == 0 || memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0);
+    case JV_LIST:
+        if (a->u.l->n != b->u.l->n) return false;
+        for (size_t i = 0; i < a->u.l->n; i++)
+            if (!jv_equal(&a->u.l->v[i], &b->u.l->v[i])) return false;
+        return true;
+    case JV_DICT:
+        if (a->u.d == b->u.d) return true;
+        if (a->u.d->n != b->u.d->n || a->u.d->ns || b->u.d->ns) return false;
+        for (size_t i = 0; i < a->u.d->n; i++) {
+            const jv *o = jdict_get(b->u.d, a->u.d->k[i]);
+            if (!o || !jv_equal(&a->u.d->v[i], o)) return false;
+        }
+        return true;
+    case JV_MACRO: return a->u.m == b->u.m;
+    case JV_FUNC: return a->u.fn == b->u.fn;
+    default: return a->u.loop == b->u.loop;
+    }
+}
+
+int jv_compare(jctx *c, const jv *a, const jv *b) {
+    if (is_num(a) && is_num(b)) {
+        if (a->t == JV_INT && b->t == JV_INT)
+            return a->u.i < b->u.i ? -1 : a->u.i > b->u.i;
+        double x = num(a), y = num(b);
+        return x < y ? -1 : x > y;
+    }
+    if (a->t == JV_STR && b->t == JV_STR) {
+        size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+        int r = n ? memcmp(a->u.s.p, b->u.s.p, n) : 0;
+        if (r) return r < 0 ? -1 : 1;
+        return a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n;
+    }
+    if (a->t == JV_LIST && b->t == JV_LIST) {
+        size_t n = a->u.l->n < b->u.l->n ? a->u.l->n : b->u.l->n;
+        for (size_t i = 0; i < n; i++) {
+            int r = jv_compare(c, &a->u.l->v[i], &b->u.l->v[i]);
+            if (r) return r;
+        }
+        return a->u.l->n < b->u.l->n ? -1 : a->u.l->n > b->u.l->n;
+    }
+    jfail(c, FX_ERR_BAD_TEMPLATE, "'<' not supported between instances of "
+          "'%s' and '%s'", jv_typename(a), jv_typename(b));
+}
+
+const char *jv_typename(const jv *v) {
+    static const char *const names[] = { "Undefined", "NoneType", "bool",
+        "int", "float", "str", "list", "dict", "Macro", "function",
+        "LoopContext" };
+    if (v->t == JV_LIST && v->tuple == JV_TUPLE) return "tuple";
+    if (v->t == JV_LIST && v->tuple == JV_GENERATOR) return "generator";
+    if (v->t == JV_DICT && v->u.d->ns) return "Namespace";
+    return names[v->t];
+}
+
+/* ---- text forms ---- */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void emit(char **o, size_t *room, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(*o, *room, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    size_t n = (size_t)k < *room ? (size_t)k : (*room ? *room - 1 : 0);
+    *o += n;
+    *room -= n;
+}
+
+/* Python's float repr: the shortest digits that read back the same,
+ * positional for exponents -4..15, else d.ddde+XX. */
+void jfmt_float(char *buf, size_t size, double f) {
+    if (isnan(f)) { snprintf(buf, size, "nan"); return; }
+    if (isinf(f)) { snprintf(buf, size, f < 0 ? "-inf" : "inf"); return; }
+    char e[40];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, f);
+        if (strtod(e, NULL) == f) break;
+    }
+    /* e is [-]d[.ddd]e[+-]XX: split into digits and exponent. */
+    char digits[24];
+    size_t nd = 0;
+    const char *p = e;
+    bool neg = *p == '-';
+    if (neg) p++;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.') digits[nd++] = *p;
+    int exp10 = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = '\0';
+    char *o = buf;
+    size_t room = size;
+#define EMIT(...) emit(&o, &room, __VA_ARGS__)
+    if (neg) EMIT("-");
+    if (exp10 >= 16 || exp10 < -4) {
+        EMIT("%c", digits[0]);
+        if (nd > 1) EMIT(".%s", digits + 1);
+        EMIT("e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    } else if (exp10 < 0) {
+        EMIT("0.");
+        for (int i = -1; i > exp10; i--) EMIT("0");
+        EMIT("%s", digits);
+    } else {
+        for (int i = 0; i <= exp10; i++)
+            EMIT("%c", (size_t)i < nd ? digits[i] : '0');
+        EMIT(".");
+        if ((size_t)exp10 + 1 < nd) EMIT("%s", digits + exp10 + 1);
+        else EMIT("0");
+    }
+#undef EMIT
+}
+
+static void repr_str(jctx *c, jout *o, jstr s) {
+    bool sq = memchr(s.p, '\'', s.n) != NULL, dq = memchr(s.p, '"', s.n) != NULL;
+    char q = (sq && !dq) ? '"' : '\'';
+    jout_put(c, o, &q, 1);
+    size_t from = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+        char esc[8];
+        const char *e = NULL;
+        if (ch == '\\') e = "\\\\";
+        else if (ch == (unsigned char)q) e = q == '\'' ? "\\'" : "\\\"";
+        else if (ch == '\n') e = "\\n";
+        else if (ch == '\r') e = "\\r";
+        else if (ch == '\t') e = "\\t";
+        else if (ch < 0x20 || ch == 0x7f) {
+            snprintf(esc, sizeof esc, "\\x%02x", ch);
+            e = esc;
+        }
+        if (!e) continue;
+        jout_put(c, o, s.p + from, i - from);
+        put_s(c, o, e);
+        from = i + 1;
+    }
+    jout_put(c, o, s.p + from, s.n - from);
+    jout_put(c, o, &q, 1);
+}
+
+void jv_repr(jctx *c, jout *o, const jv *v) {
+    jstep(c, 1);
+    if (v->t == JV_STR) {
+        repr_str(c, o, v->u.s);
+    } else if (v->t == JV_LIST) {
+        if (++c->depth > c->lim->max_depth)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
+        put_s(c, o, v->tuple ? "(" : "[");
+        for (size_t i = 0; i < v->u.l->n; i++) {
+            if (i) put_s(c, o, ", ");
+            jv_repr(c, o, &v->u.l->v[i]);
+        }
+        if (v->tuple && v->u.l->n == 1) put_s(c, o, ",");
+        put_s(c, o, v->tuple ? ")" : "]");
+        c->depth--;
+    } else if (v->t == JV_DICT && !v->u.d->ns) {
+        if (++c->depth > c->lim->max_depth)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
+        put_s(c, o, "{");
+        for (size_t i = 0; i < v->u.d->n; i++) {
+            if (i) put_s(c, o, ", ");
+            jv_repr(c, o, &v->u.d->k[i]);
+            put_s(c, o, ": ");
+            jv_repr(c, o, &v->u.d->v[i]);
+        }
+        put_s(c, o, "}");
+        c->depth--;
+    } else {
+        jstr s = jv_to_str(c, v);
+        jout_put(c, o, s.p, s.n);
+    }
+}
+
+jstr jv_to_str(jctx *c, const jv *v) {
+    char buf[64];
+    switch (v->t) {
+    case JV_STR: return v->u.s;
+    case JV_UNDEF: { jstr s = { "", 0 }; return s; }
+    case JV_NONE: { jstr s = { "None", 4 }; return s; }
+    case JV_BOOL: {
+        jstr s = { v->u.b ? "True" : "False", v->u.b ? 4u : 5u };
+        return s;
+    }
+    case JV_INT:
+        snprintf(buf, sizeof buf, "%lld", (long long)v->u.i);
+        break;
+    case JV_FLOAT:
+        jfmt_float(buf, sizeof buf, v->u.f);
+        break;
+    case JV_LIST: case JV_DICT: {
+        if (v->t == JV_LIST && v->tuple == JV_GENERATOR) {
+            snprintf(buf, sizeof buf, "<generator object>");
+            break;
+        }
+        if (v->t == JV_DICT && v->u.d->ns) {
+            snprintf(buf, sizeof buf, "<Namespace>");
+            break;
+        }
+        jout o = { 0 };
+        jv_repr(c, &o, v);
+        return jout_str(&o);
+    }
+    case JV_MACRO: snprintf(buf, sizeof buf, "<Macro>"); break;
+    case JV_FUNC: snprintf(buf, sizeof buf, "<function>"); break;
+    default: snprintf(buf, sizeof buf, "<LoopContext>"); break;
+    }
+    size_t n = strlen(buf);
+    jstr s = { jstrdup(c, buf, n), n };
+    return s;
+}
+
+/* ---- json.dumps ---- */
+
+static void json_str(jctx *c, jout *o, jstr s) {
+    put_s(c, o, "\"");
+    size_t from = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+        char esc[8];
+        const char *e = NULL;
+        switch (ch) {
+        case '"': e = "\\\""; break;
+        case '\\': e = "\\\\"; break;
+        case '\n': e = "\\n"; break;
+        case '\r': e = "\\r"; break;
+        case '\t': e = "\\t"; break;
+        case '\b': e = "\\b"; break;
+        case '\f': e = "\\f"; break;
+        default:
+            if (ch < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", ch);
+                e = esc;
+            }
+        }
+        if (!e) continue;
+        jout_put(c, o, s.p + from, i - from);
+        put_s(c, o, e);
+        from = i + 1;
+    }
+    jout_put(c, o, s.p + from, s.n - from);
+    put_s(c, o, "\"");
+}
+
+static void json_nl(jctx *c, jout *o, int indent, int level) {
+    put_s(c, o, "\n");
+    for (int i = 0; i < indent * level; i++) put_s(c, o, " ");
+}
+
+void jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
+               bool sort_keys) {
+    jstep(c, 1);
+    const char *item_sep = indent >= 0 ? "," : ", ";
+    switch (v->t) {
+    case JV_NONE: put_s(c, o, "null"); return;
+    case JV_BOOL: put_s(c, o, v->u.b ? "true" : "false"); return;
+    case JV_INT: case JV_FLOAT: {
+        jstr s = jv_to_str(c, v);
+        if (v->t == JV_FLOAT && isnan(v->u.f)) put_s(c, o, "NaN");
+        else if (v->t == JV_FLOAT && isinf(v->u.f))
+            put_s(c, o, v->u.f < 0 ? "-Infinity" : "Infinity");
+        else jout_put(c, o, s.p, s.n);
+        return;
+    }
+    case JV_STR: json_str(c, o, v->u.s); return;
+    case JV_LIST: case JV_DICT:
+        if (v->tuple != JV_GENERATOR) break;
+        /* fall through */
+    default:
+        jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type %s is not JSON "
+              "serializable", jv_typename(v));
+    }
+    if (++c->depth > c->lim->max_depth)
+        jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply for tojson");
+    if (v->t == JV_LIST) {
+        const jlist *l = v->u.l;
+        put_s(c, o, "[");
+        for (size_t i = 0; i < l->n; i++) {
+            if (i) put_s(c, o, item_sep);
+            if (indent >= 0) json_nl(c, o, indent, level + 1);
+            jv_tojson(c, o, &l->v[i], indent, level + 1, sort_keys);
+        }
+        if (indent >= 0 && l->n) json_nl(c, o, indent, level);
+        put_s(c, o, "]");
+    } else {
+        const jdict *d = v->u.d;
+        if (d->ns)
+            jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type Namespace is not "
+                  "JSON serializable");
+        size_t *order = jalloc(c, (d->n ? d->n : 1) * sizeof *order);
+        for (size_t i = 0; i < d->n; i++) order[i] = i;
+        if (sort_keys) { /* insertion sort: dicts in templates are small */
+            for (size_t i = 1; i < d->n; i++) {
+                size_t x = order[i], j = i;
+                while (j > 0 && jv_compare(c, &d->k[order[j - 1]], &d->k[x]) > 0) {
+                    order[j] = order[j - 1];
+                    j--;
+                }
+                order[j] = x;
+            }
+        }
+        put_s(c, o, "{");
+        for (size_t i = 0; i < d->n; i++) {
+            const jv *k = &d->k[order[i]];
+            if (i) put_s(c, o, item_sep);
+            if (indent >= 0) json_nl(c, o, indent, level + 1);
+            if (k->t == JV_STR) {
+                json_str(c, o, k->u.s);
+            } else if (k->t == JV_INT || k->t == JV_FLOAT || k->t == JV_BOOL ||
+                       k->t == JV_NONE) {
+                jout tmp = { 0 };
+                jv_tojson(c, &tmp, k, -1, 0, false);
+                json_str(c, o, jout_str(&tmp));
+            } else {
+                jfail(c, FX_ERR_BAD_TEMPLATE, "keys must be str, int, float, "
+                      "bool or None, not %s", jv_typename(k));
+            }
+            put_s(c, o, ": ");
+            jv_tojson(c, o, &d->v[order[i]], indent, level + 1, sort_keys);
+        }
+        if (indent >= 0 && d->n) json_nl(c, o, indent, level);
+        put_s(c, o, "}");
+    }
+    c->depth--;
+}
+
+/* ---- JSON reader ---- */
+
+typedef struct jreader {
+    jctx *c;
+    const char *start, *p, *end;
+    const char *what;
+    uint32_t depth;
+} jreader;
+
+_Noreturn static void rfail(jreader *r, const char *why) {
+    jfail(r->c, FX_ERR_INVALID_ARG, "%s: invalid JSON at offset %zu: %s",
+          r->what, (size_t)(r->p - r->start), why);
+}
+
+static void skip_ws(jreader *r) {
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' ||
+                             *r->p == '\r'))
+        r->p++;
+}
+
+static void put_utf8(jctx *c, jout *o, uint32_t cp) {
+    char b[4];
+    size_t n;
+    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | (cp >> 6)); b[1] = (char)(0x80 | (cp & 0x3f));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xe0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        n = 3;
+    } else {
+        b[0] = (char)(0xf0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        n = 4;
+    }
+    jout_put(c, o, b, n);
+}
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static uint32_t read_hex4(jreader *r) {
+    if (r->end - r->p < 4) rfail(r, "short \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(r->p[i]);
+        if (h < 0) rfail(r, "bad \\u escape");
+        v = v * 16 + (uint32_t)h;
+    }
+    r->p += 4;
+    return v;
+}
+
+static jv read_string(jreader *r) {
+    r->p++; /* the opening quote */
+    jout o = { 0 };
+    const char *from = r->p;
+    for (;;) {
+        if (r->p >= r->end) rfail(r, "unterminated string");
+        char ch = *r->p;
+        if (ch == '"') break;
+        if ((unsigned char)ch < 0x20) rfail(r, "control character in string");
+        if (ch != '\\') { r->p++; continue; }
+        jout_put(r->c, &o, from, (size_t)(r->p - from));
+        r->p++;
+        if (r->p >= r->end) rfail(r, "unterminated escape");
+        char e = *r->p++;
+        const char *map = "\"\"\\\\//b\bf\fn\nr\rt\t";
+        const char *m = NULL;
+        for (const char *q = map; *q; q += 2)
+            if (*q == e) m = q;
+        if (m) {
+            jout_put(r->c, &o, m + 1, 1);
+        } else if (e == 'u') {
+            uint32_t cp = read_hex4(r);
+            if (cp >= 0xd800 && cp < 0xdc00 && r->end - r->p >= 6 &&
+                r->p[0] == '\\' && r->p[1] == 'u') {
+                const char *save = r->p;
+                r->p += 2;
+                uint32_t lo = read_hex4(r);
+                if (lo >= 0xdc00 && lo < 0xe000)
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                else
+                    r->p = save;
+            }
+            if (cp >= 0xd800 && cp < 0xe000) cp = 0xfffd;
+            /* A NUL would cut the prompt short for every C consumer. */
+            if (cp == 0) rfail(r, "a NUL character (\\u0000) in a string");
+            put_utf8(r->c, &o, cp);
+        } else {
+            rfail(r, "unknown escape");
+        }
+        from = r->p;
+    }
+    jout_put(r->c, &o, from, (size_t)(r->p - from));
+    r->p++;
+    jstr s = jout_str(&o);
+    return jv_str(s.p, s.n);
+}
+
+static jv read_value(jreader *r);
+
+static jv read_number(jreader *r) {
+    const char *s = r->p;
+    bool is_float = false;
+    if (r->p < r->end && *r->p == '-') r->p++;
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9') rfail(r, "bad number");
+    while (r->p < r->end) {
+        char ch = *r->p;
+        if (ch >= '0' && ch <= '9') { r->p++; continue; }
+        if (ch == '.' || ch == 'e' || ch == 'E' || ch == '+' ||
+            (ch == '-' && (r->p[-1] == 'e' || r->p[-1] == 'E'))) {
+            is_float = true;
+            r->p++;
+            continue;
+        }
+        break;
+    }
+    char buf[64];
+    size_t n = (size_t)(r->p - s);
+    if (n >= sizeof buf) is_float = true;
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *endp;
+    if (!is_float) {
+        long long v = strtoll(buf, &endp, 10);
+        if (*endp == '\0' && v != LLONG_MAX && v != LLONG_MIN)
+            return jv_int(v);
+    }
+    double d = strtod(buf, &endp);
+    if (*endp != '\0') rfail(r, "bad number");
+    return jv_float(d);
+}
+
+static bool word(jreader *r, const char *w) {
+    size_t n = strlen(w);
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, w, n) != 0) return false;
+    r->p += n;
+    return true;
+}
+
+static jv read_value(jreader *r) {
+    jstep(r->c, 1);
+    skip_ws(r);
+    if (r->p >= r->end) rfail(r, "unexpected end");
+    char ch = *r->p;
+    if (ch == '"') return read_string(r);
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return read_number(r);
+    if (word(r, "true")) return jv_bool(true);
+    if (word(r, "false")) return jv_bool(false);
+    if (word(r, "null")) return jv_none();
+    if (ch != '[' && ch != '{') rfail(r, "unexpected character");
+    if (++r->depth > r->c->lim->max_depth) rfail(r, "nested too deeply");
+    r->p++;
+    jv out = ch == '[' ? jv_newlist(r->c, 0) : jv_newdict(r->c, 0);
+    char close = ch == '[' ? ']' : '}';
+    skip_ws(r);
+    if (r->p < r->end && *r->p == close) {
+        r->p++;
+        r->depth--;
+        return out;
+    }
+    for (;;) {
+        if (ch == '[') {
+            jlist_push(r->c, out.u.l, read_value(r));
+        } else {
+            skip_ws(r);
+            if (r->p >= r->end || *r->p != '"') rfail(r, "expected a key");
+            jv k = read_string(r);
+            skip_ws(r);
+            if (r->p >= r->end || *r->p != ':') rfail(r, "expected ':'");
+            r->p++;
+            jdict_set(r->c, out.u.d, k, read_value(r));
+        }
+        skip_ws(r);
+        if (r->p < r->end && *r->p == ',') { r->p++; continue; }
+        if (r->p < r->end && *r->p == close) { r->p++; break; }
+        rfail(r, "expected ',' or a closing bracket");
+    }
+    r->depth--;
+    return out;
+}
+
+jv jv_parse_json(jctx *c, const char *p, size_t n, const char *what) {
+    jreader r = { c, p, p, p + n, what, 0 };
+    jv v = read_value(&r);
+    skip_ws(&r);
+    if (r.p != r.end) rfail(&r, "trailing text");
+    return v;
+}
+
+/* ---- UTF-8 ---- */
+
+/* Characters in p[0..n): what Python's len() gives for a str. Bytes that
+ * are not UTF-8 count one each. */
+size_t jutf8_len(const char *p, size_t n) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)p[i] & 0xc0) != 0x80) count++;
+    return count;
+}
