@@ -396,6 +396,7 @@ static jv call_macro(jctx *c, const jnode *m, const jv *pos, size_t n,
               "(unbounded recursion?)", (unsigned)c->lim->max_depth);
     jscope *sc = jscope_new(c, c->top);
     jv varargs = jv_newlist(c, 0);
+    varargs.tuple = JV_TUPLE;
     for (size_t i = 0; i < n; i++) {
         if (i < m->nkids) jscope_set(c, sc, m->kids[i]->name, pos[i]);
         else jlist_push(c, varargs.u.l, pos[i]);

@@ -215,6 +215,9 @@ static const char ops1[] = "+-*/%~<>=()[]{}.,:|";
 /* The expression tokens of one tag, up to its end marker. */
 static void lx_tag(lexer *lx, bool block, bool *strip_after, bool *keep) {
     const char *end = block ? "%}" : "}}";
+    /* As jinja2: an end marker only counts outside brackets, so that
+     * {{ {"a": {}} }} closes at the last }}. */
+    size_t open_brackets = 0;
     for (;;) {
         while (lx->pos < lx->len && is_space(lx->src[lx->pos]))
             lx_pos(lx, lx->pos + 1);
@@ -223,7 +226,7 @@ static void lx_tag(lexer *lx, bool block, bool *strip_after, bool *keep) {
                               : "unterminated {{ expression: no }}");
         const char *p = lx->src + lx->pos;
         size_t rest = lx->len - lx->pos;
-        if (rest >= 3 && (p[0] == '-' || p[0] == '+') && p[1] == end[0] &&
+        if (open_brackets == 0 && rest >= 3 && (p[0] == '-' || p[0] == '+') && p[1] == end[0] &&
             p[2] == end[1]) {
             *strip_after = p[0] == '-';
             *keep = p[0] == '+';
@@ -231,7 +234,7 @@ static void lx_tag(lexer *lx, bool block, bool *strip_after, bool *keep) {
             lx_pos(lx, lx->pos + 3);
             return;
         }
-        if (rest >= 2 && p[0] == end[0] && p[1] == end[1]) {
+        if (open_brackets == 0 && rest >= 2 && p[0] == end[0] && p[1] == end[1]) {
             lx_push(lx, block ? T_BLOCK_END : T_VAR_END, lx->pos);
             lx_pos(lx, lx->pos + 2);
             return;
@@ -257,6 +260,9 @@ static void lx_tag(lexer *lx, bool block, bool *strip_after, bool *keep) {
             token *t = lx_push(lx, T_OP, lx->pos);
             t->s.p = p;
             t->s.n = n;
+            if (n == 1 && (ch == '(' || ch == '[' || ch == '{')) open_brackets++;
+            if (n == 1 && (ch == ')' || ch == ']' || ch == '}') && open_brackets)
+                open_brackets--;
             lx_pos(lx, lx->pos + n);
         }
     }
@@ -750,8 +756,11 @@ static jnode *add_expr(parser *p) {
     }
 }
 
+/* Comparisons chain as in Python: a < b < c is (a < b) and (b < c), the
+ * middle operand's node shared by both. */
 static jnode *compare(parser *p) {
     jnode *n = add_expr(p);
+    jnode *last = NULL;  /* the latest comparison, when chaining */
     for (;;) {
         jop op;
         if (is_op(p, "==")) op = OP_EQ;
@@ -768,7 +777,16 @@ static jnode *compare(parser *p) {
             return n;
         }
         token *t = adv(p);
-        n = binary(p, n, op, add_expr(p), t);
+        if (!last) {
+            n = last = binary(p, n, op, add_expr(p), t);
+        } else {
+            jnode *next = binary(p, last->b, op, add_expr(p), t);
+            jnode *both = mk(p, E_AND, t);
+            both->a = n;
+            both->b = next;
+            n = both;
+            last = next;
+        }
     }
 }
 

@@ -273,6 +273,8 @@ bool jv_equal(const jv *a, const jv *b) {
         return a->u.s.n == b->u.s.n &&
                (a->u.s.n == 0 || memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0);
     case JV_LIST:
+        /* A tuple never equals a list in Python. */
+        if ((a->tuple == JV_TUPLE) != (b->tuple == JV_TUPLE)) return false;
         if (a->u.l->n != b->u.l->n) return false;
         for (size_t i = 0; i < a->u.l->n; i++)
             if (!jv_equal(&a->u.l->v[i], &b->u.l->v[i])) return false;
@@ -467,11 +469,18 @@ jstr jv_to_str(jctx *c, const jv *v) {
             snprintf(buf, sizeof buf, "<generator object>");
             break;
         }
-        if (v->t == JV_DICT && v->u.d->ns) {
-            snprintf(buf, sizeof buf, "<Namespace>");
-            break;
-        }
         jout o = { 0 };
+        if (v->t == JV_DICT && v->u.d->ns) {
+            /* repr(namespace): its attributes as a dict */
+            jv plain = *v;
+            jdict copy = *v->u.d;
+            copy.ns = false;
+            plain.u.d = &copy;
+            jout_put(c, &o, "<Namespace ", 11);
+            jv_repr(c, &o, &plain);
+            jout_put(c, &o, ">", 1);
+            return jout_str(&o);
+        }
         jv_repr(c, &o, v);
         return jout_str(&o);
     }
