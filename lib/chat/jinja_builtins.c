@@ -26,10 +26,8 @@ static jv undef_named(const char *name) {
     return jv_undef((jstr){ name, strlen(name) });
 }
 
-static bool is_intlike(const jv *v) { return v->t == JV_INT || v->t == JV_BOOL; }
-static int64_t iv(const jv *v) { return v->t == JV_INT ? v->u.i : v->u.b; }
 
-static jv mkstr(const jout *o) {
+jv jmkstr(const jout *o) {
     jstr s = jout_str(o);
     return jv_str(s.p, s.n);
 }
@@ -69,8 +67,8 @@ jv jgetitem(jctx *c, const jv *obj, const jv *key) {
         if (v) return *v;
         return key->t == JV_STR ? jv_undef(key->u.s) : undef_named("");
     }
-    if ((obj->t == JV_LIST || obj->t == JV_STR) && is_intlike(key)) {
-        int64_t i = iv(key);
+    if ((obj->t == JV_LIST || obj->t == JV_STR) && jv_is_intlike(key)) {
+        int64_t i = jv_as_int(key);
         if (obj->t == JV_LIST) {
             int64_t n = (int64_t)obj->u.l->n;
             if (i < 0) i += n;
@@ -112,14 +110,14 @@ static bool has_char(jstr set, const char *p, size_t k) {
     return false;
 }
 
-static size_t char_len_at(const char *p, size_t n) {
+size_t jchar_len(const char *p, size_t n) {
     size_t k = 1;
     while (k < n && ((unsigned char)p[k] & 0xc0) == 0x80) k++;
     return k;
 }
 
 /* str.strip([chars]) with Python's whitespace or the given characters. */
-static jv strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
+jv jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
     if (!chars || chars->t == JV_NONE || chars->t == JV_UNDEF) {
         const char *p = s.p;
         size_t n = s.n;
@@ -129,7 +127,7 @@ static jv strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
     jstr set = need_str(c, chars, "strip()");
     size_t b = 0, e = s.n;
     while (left && b < e) {
-        size_t k = char_len_at(s.p + b, e - b);
+        size_t k = jchar_len(s.p + b, e - b);
         if (!has_char(set, s.p + b, k)) break;
         b += k;
     }
@@ -142,10 +140,9 @@ static jv strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
     return jv_str(s.p + b, e - b);
 }
 
-typedef enum { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE } casemode;
 
 /* Unicode case mapping through utf8proc (simple, one-to-one mappings). */
-static jv change_case(jctx *c, jstr s, casemode mode) {
+jv jstr_case(jctx *c, jstr s, jcase mode) {
     jout o = { 0 };
     bool prev_cased = false;
     for (size_t i = 0; i < s.n;) {
@@ -176,7 +173,7 @@ static jv change_case(jctx *c, jstr s, casemode mode) {
         jout_put(c, &o, (const char *)buf, (size_t)w);
         i += (size_t)k;
     }
-    return mkstr(&o);
+    return jmkstr(&o);
 }
 
 static bool starts_with(jstr s, jstr p) {
@@ -204,7 +201,7 @@ static const char *find_sub(jstr s, size_t from, jstr sub) {
     return NULL;
 }
 
-static jv replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
+jv jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
     jout o = { 0 };
     size_t i = 0;
     int64_t done = 0;
@@ -213,12 +210,12 @@ static jv replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
             jout_put(c, &o, new_.p, new_.n);
             done++;
             if (i >= s.n) break;
-            size_t k = char_len_at(s.p + i, s.n - i);
+            size_t k = jchar_len(s.p + i, s.n - i);
             jout_put(c, &o, s.p + i, k);
             i += k;
         }
         jout_put(c, &o, s.p + i, s.n - i);
-        return mkstr(&o);
+        return jmkstr(&o);
     }
     while (count < 0 || done < count) {
         const char *at = find_sub(s, i, old);
@@ -229,19 +226,19 @@ static jv replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
         done++;
     }
     jout_put(c, &o, s.p + i, s.n - i);
-    return mkstr(&o);
+    return jmkstr(&o);
 }
 
 static bool py_blank(const char *p, size_t n, size_t *k) {
     const char *q = p;
-    size_t m = char_len_at(p, n);
+    size_t m = jchar_len(p, n);
     *k = m;
     size_t len = m;
     fx_chat_strip(&q, &len, true, false);
     return len == 0;
 }
 
-static jv split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
+jv jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
     jv out = jv_newlist(c, 0);
     if (!sep || sep->t == JV_NONE) {
         size_t i = 0, k;
@@ -277,7 +274,7 @@ static jv split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
     }
 }
 
-static jv dict_items(jctx *c, const jdict *d) {
+jv jdict_items(jctx *c, const jdict *d) {
     jv out = jv_newlist(c, d->n);
     for (size_t i = 0; i < d->n; i++) {
         jv pair = jv_newlist(c, 2);
@@ -291,32 +288,32 @@ static jv dict_items(jctx *c, const jdict *d) {
 
 /* ---- methods ---- */
 
-static const jv *kwarg(const jstr *kwn, const jv *kwv, size_t nkw,
-                       const char *name) {
+const jv *jkwarg(const jstr *kwn, const jv *kwv, size_t nkw,
+                  const char *name) {
     for (size_t i = 0; i < nkw; i++)
         if (jstr_eq(kwn[i], name)) return &kwv[i];
     return NULL;
 }
 
 /* An argument by position or keyword; NULL when absent. */
-static const jv *arg(const jv *args, size_t n, size_t pos, const jstr *kwn,
-                     const jv *kwv, size_t nkw, const char *name) {
+const jv *jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
+                const jv *kwv, size_t nkw, const char *name) {
     if (pos < n) return &args[pos];
-    return name ? kwarg(kwn, kwv, nkw, name) : NULL;
+    return name ? jkwarg(kwn, kwv, nkw, name) : NULL;
 }
 
 bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
              const jstr *kwn, const jv *kwv, size_t nkw, jv *result) {
-#define ARG(i, nm) arg(args, n, (i), kwn, kwv, nkw, (nm))
+#define ARG(i, nm) jarg(args, n, (i), kwn, kwv, nkw, (nm))
     if (obj->t == JV_STR) {
         jstr s = obj->u.s;
-        if (jstr_eq(name, "strip")) { *result = strip(c, s, ARG(0, "chars"), true, true); return true; }
-        if (jstr_eq(name, "lstrip")) { *result = strip(c, s, ARG(0, "chars"), true, false); return true; }
-        if (jstr_eq(name, "rstrip")) { *result = strip(c, s, ARG(0, "chars"), false, true); return true; }
-        if (jstr_eq(name, "upper")) { *result = change_case(c, s, CASE_UPPER); return true; }
-        if (jstr_eq(name, "lower")) { *result = change_case(c, s, CASE_LOWER); return true; }
-        if (jstr_eq(name, "title")) { *result = change_case(c, s, CASE_TITLE); return true; }
-        if (jstr_eq(name, "capitalize")) { *result = change_case(c, s, CASE_CAPITALIZE); return true; }
+        if (jstr_eq(name, "strip")) { *result = jstr_strip(c, s, ARG(0, "chars"), true, true); return true; }
+        if (jstr_eq(name, "lstrip")) { *result = jstr_strip(c, s, ARG(0, "chars"), true, false); return true; }
+        if (jstr_eq(name, "rstrip")) { *result = jstr_strip(c, s, ARG(0, "chars"), false, true); return true; }
+        if (jstr_eq(name, "upper")) { *result = jstr_case(c, s, CASE_UPPER); return true; }
+        if (jstr_eq(name, "lower")) { *result = jstr_case(c, s, CASE_LOWER); return true; }
+        if (jstr_eq(name, "title")) { *result = jstr_case(c, s, CASE_TITLE); return true; }
+        if (jstr_eq(name, "capitalize")) { *result = jstr_case(c, s, CASE_CAPITALIZE); return true; }
         if (jstr_eq(name, "startswith") || jstr_eq(name, "endswith")) {
             const jv *p = ARG(0, NULL);
             if (!p) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s() needs an argument",
@@ -326,16 +323,16 @@ bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
         }
         if (jstr_eq(name, "split")) {
             const jv *m = ARG(1, "maxsplit");
-            *result = split(c, s, ARG(0, "sep"), m && is_intlike(m) ? iv(m) : -1);
+            *result = jstr_split(c, s, ARG(0, "sep"), m && jv_is_intlike(m) ? jv_as_int(m) : -1);
             return true;
         }
         if (jstr_eq(name, "replace")) {
             const jv *a = ARG(0, NULL), *b = ARG(1, NULL), *k = ARG(2, "count");
             if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace() needs two "
                                 "arguments");
-            *result = replace(c, s, need_str(c, a, "replace()"),
+            *result = jstr_replace(c, s, need_str(c, a, "replace()"),
                               need_str(c, b, "replace()"),
-                              k && is_intlike(k) ? iv(k) : -1);
+                              k && jv_is_intlike(k) ? jv_as_int(k) : -1);
             return true;
         }
         if (jstr_eq(name, "find")) {
@@ -370,14 +367,14 @@ bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
                 jstr e = need_str(c, &a->u.l->v[i], "join()");
                 jout_put(c, &o, e.p, e.n);
             }
-            *result = mkstr(&o);
+            *result = jmkstr(&o);
             return true;
         }
         return false;
     }
     if (obj->t == JV_DICT && !obj->u.d->ns) {
         const jdict *d = obj->u.d;
-        if (jstr_eq(name, "items")) { *result = dict_items(c, d); return true; }
+        if (jstr_eq(name, "items")) { *result = jdict_items(c, d); return true; }
         if (jstr_eq(name, "keys") || jstr_eq(name, "values")) {
             jv out = jv_newlist(c, d->n);
             for (size_t i = 0; i < d->n; i++)
@@ -428,22 +425,22 @@ bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
     if (jstr_eq(name, "callable")) return v->t == JV_MACRO || v->t == JV_FUNC;
     if (jstr_eq(name, "lower") || jstr_eq(name, "upper")) {
         if (v->t != JV_STR) return false;
-        jv m = change_case(c, v->u.s, jstr_eq(name, "lower") ? CASE_LOWER
+        jv m = jstr_case(c, v->u.s, jstr_eq(name, "lower") ? CASE_LOWER
                                                              : CASE_UPPER);
         return jv_equal(&m, v);
     }
     if (jstr_eq(name, "odd") || jstr_eq(name, "even")) {
-        if (!is_intlike(v)) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs an int",
+        if (!jv_is_intlike(v)) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs an int",
                                   (int)name.n, name.p);
-        bool odd = (iv(v) % 2) != 0;
+        bool odd = (jv_as_int(v) % 2) != 0;
         return jstr_eq(name, "odd") ? odd : !odd;
     }
     if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "unknown test '%.*s' or it needs an "
                   "argument", (int)name.n, name.p);
     if (jstr_eq(name, "divisibleby")) {
-        if (!is_intlike(v) || !is_intlike(a) || iv(a) == 0)
+        if (!jv_is_intlike(v) || !jv_is_intlike(a) || jv_as_int(a) == 0)
             jfail(c, FX_ERR_BAD_TEMPLATE, "divisibleby needs nonzero ints");
-        return iv(v) % iv(a) == 0;
+        return jv_as_int(v) % jv_as_int(a) == 0;
     }
     if (jstr_eq(name, "equalto") || jstr_eq(name, "eq") || jstr_eq(name, "==") ||
         jstr_eq(name, "sameas"))
@@ -465,381 +462,6 @@ bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
         jfail(c, FX_ERR_BAD_TEMPLATE, "'in' test on %s", jv_typename(a));
     }
     jfail(c, FX_ERR_BAD_TEMPLATE, "no test named '%.*s'", (int)name.n, name.p);
-}
-
-/* ---- filters ---- */
-
-static jv to_list(jctx *c, const jv *v) {
-    if (v->t == JV_LIST && v->tuple != JV_GENERATOR) return *v;
-    jv out = jv_newlist(c, 0);
-    if (v->t == JV_LIST) { /* a generator, materialized */
-        for (size_t i = 0; i < v->u.l->n; i++) jlist_push(c, out.u.l, v->u.l->v[i]);
-        return out;
-    }
-    if (v->t == JV_UNDEF) return out;
-    if (v->t == JV_DICT && !v->u.d->ns) {
-        for (size_t i = 0; i < v->u.d->n; i++) jlist_push(c, out.u.l, v->u.d->k[i]);
-        return out;
-    }
-    if (v->t == JV_STR) {
-        jstr s = v->u.s;
-        for (size_t i = 0; i < s.n;) {
-            size_t k = char_len_at(s.p + i, s.n - i);
-            jlist_push(c, out.u.l, jv_str(s.p + i, k));
-            i += k;
-        }
-        return out;
-    }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable", jv_typename(v));
-}
-
-/* An attribute path "a.b" or item index, as jinja2's make_attrgetter. */
-static jv attr_path(jctx *c, const jv *item, jstr path) {
-    jv cur = *item;
-    size_t i = 0;
-    while (i <= path.n) {
-        size_t j = i;
-        while (j < path.n && path.p[j] != '.') j++;
-        jstr part = { path.p + i, j - i };
-        if (cur.t == JV_UNDEF) return cur;
-        bool digits = part.n > 0;
-        for (size_t k = 0; k < part.n; k++)
-            if (part.p[k] < '0' || part.p[k] > '9') digits = false;
-        if (digits && cur.t == JV_LIST) {
-            jv key = jv_int(strtoll(part.p, NULL, 10));
-            cur = jgetitem(c, &cur, &key);
-        } else {
-            cur = jgetattr(c, &cur, part);
-        }
-        i = j + 1;
-    }
-    return cur;
-}
-
-static int cmp_items(jctx *c, const jv *a, const jv *b, bool case_sensitive) {
-    if (!case_sensitive && a->t == JV_STR && b->t == JV_STR) {
-        jv x = change_case(c, a->u.s, CASE_LOWER), y = change_case(c, b->u.s, CASE_LOWER);
-        return jv_compare(c, &x, &y);
-    }
-    return jv_compare(c, a, b);
-}
-
-/* A stable insertion sort over keys[]: template lists are short, and
- * every comparison counts against the step budget. */
-static void sort_by(jctx *c, jv *vals, jv *keys, size_t n, bool reverse,
-                    bool case_sensitive) {
-    for (size_t i = 1; i < n; i++) {
-        jv v = vals[i], k = keys[i];
-        size_t j = i;
-        while (j > 0) {
-            jstep(c, 1);
-            int r = cmp_items(c, &keys[j - 1], &k, case_sensitive);
-            if (reverse ? r >= 0 : r <= 0) break;
-            vals[j] = vals[j - 1];
-            keys[j] = keys[j - 1];
-            j--;
-        }
-        vals[j] = v;
-        keys[j] = k;
-    }
-}
-
-static jv select_items(jctx *c, const jv *v, const jv *args, size_t n,
-                       bool by_attr, bool keep) {
-    jv out = jv_newlist(c, 0);
-    out.tuple = JV_GENERATOR;
-    if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
-    jv src = to_list(c, v);
-    size_t first = by_attr ? 1 : 0;
-    if (by_attr && (n < 1 || args[0].t != JV_STR))
-        jfail(c, FX_ERR_BAD_TEMPLATE, "selectattr/rejectattr need an "
-              "attribute name");
-    for (size_t i = 0; i < src.u.l->n; i++) {
-        jstep(c, 1);
-        jv item = by_attr ? attr_path(c, &src.u.l->v[i], args[0].u.s)
-                          : src.u.l->v[i];
-        bool ok;
-        if (n > first) {
-            if (args[first].t != JV_STR)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "a test name must be a string");
-            ok = jtest(c, args[first].u.s, &item, args + first + 1,
-                       n - first - 1);
-        } else {
-            ok = jv_truthy(&item);
-        }
-        if (ok == keep) jlist_push(c, out.u.l, src.u.l->v[i]);
-    }
-    return out;
-}
-
-jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
-           size_t n, const jstr *kwn, const jv *kwv, size_t nkw) {
-#define ARG(i, nm) arg(args, n, (i), kwn, kwv, nkw, (nm))
-    jstep(c, 1);
-    if (jstr_eq(name, "default") || jstr_eq(name, "d")) {
-        const jv *dflt = ARG(0, "default_value"), *b = ARG(1, "boolean");
-        bool use = v->t == JV_UNDEF || (b && jv_truthy(b) && !jv_truthy(v));
-        if (!use) return *v;
-        return dflt ? *dflt : jv_str("", 0);
-    }
-    if (jstr_eq(name, "safe")) return *v;
-    if (jstr_eq(name, "string")) {
-        jstr s = jv_to_str(c, v);
-        return jv_str(s.p, s.n);
-    }
-    if (jstr_eq(name, "length") || jstr_eq(name, "count")) {
-        switch (v->t) {
-        case JV_STR: return jv_int((int64_t)jutf8_len(v->u.s.p, v->u.s.n));
-        case JV_LIST:
-            if (v->tuple == JV_GENERATOR) break;
-            return jv_int((int64_t)v->u.l->n);
-        case JV_DICT: return jv_int((int64_t)v->u.d->n);
-        case JV_UNDEF: return jv_int(0);
-        default:
-            break;
-        }
-        jfail(c, FX_ERR_BAD_TEMPLATE, "object of type '%s' has no len()",
-              jv_typename(v));
-    }
-    if (jstr_eq(name, "tojson")) {
-        const jv *ind = ARG(0, "indent"), *sk = kwarg(kwn, kwv, nkw, "sort_keys");
-        int indent = -1;
-        if (ind && ind->t != JV_NONE) {
-            if (!is_intlike(ind) || iv(ind) < 0 || iv(ind) > 64)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "tojson indent must be 0..64");
-            indent = (int)iv(ind);
-        }
-        jout o = { 0 };
-        jv_tojson(c, &o, v, indent, 0, sk && jv_truthy(sk));
-        return mkstr(&o);
-    }
-    if (jstr_eq(name, "list")) return to_list(c, v);
-    if (jstr_eq(name, "items")) {
-        if (v->t == JV_UNDEF) return jv_newlist(c, 0);
-        if (v->t != JV_DICT || v->u.d->ns)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "items expects a mapping, not %s",
-                  jv_typename(v));
-        return dict_items(c, v->u.d);
-    }
-    if (jstr_eq(name, "dictsort")) {
-        if (v->t != JV_DICT || v->u.d->ns)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "dictsort expects a mapping");
-        const jv *cs = ARG(0, "case_sensitive"), *by = ARG(1, "by"),
-                 *rev = ARG(2, "reverse");
-        jv items = dict_items(c, v->u.d);
-        size_t m = items.u.l->n;
-        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
-        bool by_value = by && by->t == JV_STR && jstr_eq(by->u.s, "value");
-        for (size_t i = 0; i < m; i++) keys[i] = items.u.l->v[i].u.l->v[by_value];
-        sort_by(c, items.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
-        return items;
-    }
-    if (jstr_eq(name, "sort")) {
-        const jv *rev = ARG(0, "reverse"), *cs = ARG(1, "case_sensitive"),
-                 *at = ARG(2, "attribute");
-        jv src = to_list(c, v);
-        jv out = jv_newlist(c, src.u.l->n);
-        size_t m = src.u.l->n;
-        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
-        for (size_t i = 0; i < m; i++) {
-            jlist_push(c, out.u.l, src.u.l->v[i]);
-            keys[i] = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
-                                            : src.u.l->v[i];
-        }
-        sort_by(c, out.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
-        return out;
-    }
-    if (jstr_eq(name, "reverse")) {
-        if (v->t == JV_STR) {
-            jout o = { 0 };
-            for (size_t e = v->u.s.n; e > 0;) {
-                size_t b = e - 1;
-                while (b > 0 && ((unsigned char)v->u.s.p[b] & 0xc0) == 0x80) b--;
-                jout_put(c, &o, v->u.s.p + b, e - b);
-                e = b;
-            }
-            return mkstr(&o);
-        }
-        jv src = to_list(c, v);
-        jv out = jv_newlist(c, src.u.l->n);
-        for (size_t i = src.u.l->n; i-- > 0;) jlist_push(c, out.u.l, src.u.l->v[i]);
-        return out;
-    }
-    if (jstr_eq(name, "unique")) {
-        jv src = to_list(c, v);
-        jv out = jv_newlist(c, 0);
-        for (size_t i = 0; i < src.u.l->n; i++) {
-            bool seen = false;
-            jstep(c, out.u.l->n / 8);
-            for (size_t j = 0; j < out.u.l->n && !seen; j++)
-                seen = cmp_items(c, &out.u.l->v[j], &src.u.l->v[i], false) == 0;
-            if (!seen) jlist_push(c, out.u.l, src.u.l->v[i]);
-        }
-        return out;
-    }
-    if (jstr_eq(name, "first") || jstr_eq(name, "last")) {
-        jv src = to_list(c, v);
-        if (src.u.l->n == 0) return jv_undef((jstr){ "", 0 });
-        return src.u.l->v[jstr_eq(name, "first") ? 0 : src.u.l->n - 1];
-    }
-    if (jstr_eq(name, "join")) {
-        const jv *sep = ARG(0, "d"), *at = ARG(1, "attribute");
-        jstr d = sep ? jv_to_str(c, sep) : (jstr){ "", 0 };
-        jv src = to_list(c, v);
-        jout o = { 0 };
-        for (size_t i = 0; i < src.u.l->n; i++) {
-            if (i) jout_put(c, &o, d.p, d.n);
-            jv item = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
-                                            : src.u.l->v[i];
-            jstr s = jv_to_str(c, &item);
-            jout_put(c, &o, s.p, s.n);
-        }
-        return mkstr(&o);
-    }
-    if (jstr_eq(name, "map")) {
-        jv out = jv_newlist(c, 0);
-        out.tuple = JV_GENERATOR;
-        if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
-        jv src = to_list(c, v);
-        const jv *at = kwarg(kwn, kwv, nkw, "attribute");
-        const jv *dflt = kwarg(kwn, kwv, nkw, "default");
-        if (!at && (n < 1 || args[0].t != JV_STR))
-            jfail(c, FX_ERR_BAD_TEMPLATE, "map needs a filter name or "
-                  "attribute=");
-        for (size_t i = 0; i < src.u.l->n; i++) {
-            jv r;
-            if (at) {
-                if (at->t != JV_STR)
-                    jfail(c, FX_ERR_BAD_TEMPLATE, "map attribute must be a string");
-                r = attr_path(c, &src.u.l->v[i], at->u.s);
-                if (r.t == JV_UNDEF && dflt) r = *dflt;
-            } else {
-                r = jfilter(c, sc, args[0].u.s, &src.u.l->v[i], args + 1,
-                            n - 1, NULL, NULL, 0);
-            }
-            jlist_push(c, out.u.l, r);
-        }
-        return out;
-    }
-    if (jstr_eq(name, "selectattr") || jstr_eq(name, "rejectattr"))
-        return select_items(c, v, args, n, true, jstr_eq(name, "selectattr"));
-    if (jstr_eq(name, "select") || jstr_eq(name, "reject"))
-        return select_items(c, v, args, n, false, jstr_eq(name, "select"));
-    if (jstr_eq(name, "abs")) {
-        if (v->t == JV_FLOAT) return jv_float(fabs(v->u.f));
-        if (!is_intlike(v) || iv(v) == INT64_MIN)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand for abs()");
-        return jv_int(iv(v) < 0 ? -iv(v) : iv(v));
-    }
-    if (jstr_eq(name, "int")) {
-        const jv *dflt = ARG(0, "default");
-        if (is_intlike(v)) return jv_int(iv(v));
-        if (v->t == JV_FLOAT && isfinite(v->u.f) && fabs(v->u.f) < 9.2e18)
-            return jv_int((int64_t)v->u.f);
-        if (v->t == JV_STR) {
-            char buf[64];
-            jv s = strip(c, v->u.s, NULL, true, true);
-            if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
-                memcpy(buf, s.u.s.p, s.u.s.n);
-                buf[s.u.s.n] = '\0';
-                char *end;
-                long long x = strtoll(buf, &end, 10);
-                if (*end == '\0') return jv_int(x);
-                double f = strtod(buf, &end);
-                if (*end == '\0' && isfinite(f) && fabs(f) < 9.2e18)
-                    return jv_int((int64_t)f);
-            }
-        }
-        return dflt ? *dflt : jv_int(0);
-    }
-    if (jstr_eq(name, "float")) {
-        if (v->t == JV_FLOAT) return *v;
-        if (is_intlike(v)) return jv_float((double)iv(v));
-        if (v->t == JV_STR) {
-            char buf[64];
-            jv s = strip(c, v->u.s, NULL, true, true);
-            if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
-                memcpy(buf, s.u.s.p, s.u.s.n);
-                buf[s.u.s.n] = '\0';
-                char *end;
-                double f = strtod(buf, &end);
-                if (*end == '\0') return jv_float(f);
-            }
-        }
-        const jv *dflt = ARG(0, "default");
-        return dflt ? *dflt : jv_float(0.0);
-    }
-    /* The rest work on the text of the value. */
-    jstr s = jv_to_str(c, v);
-    if (jstr_eq(name, "trim")) return strip(c, s, ARG(0, "chars"), true, true);
-    if (jstr_eq(name, "upper")) return change_case(c, s, CASE_UPPER);
-    if (jstr_eq(name, "lower")) return change_case(c, s, CASE_LOWER);
-    if (jstr_eq(name, "title")) return change_case(c, s, CASE_TITLE);
-    if (jstr_eq(name, "capitalize")) return change_case(c, s, CASE_CAPITALIZE);
-    if (jstr_eq(name, "replace")) {
-        const jv *a = ARG(0, "old"), *b = ARG(1, "new"), *k = ARG(2, "count");
-        if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace needs two arguments");
-        jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
-        return replace(c, s, x, y, k && is_intlike(k) ? iv(k) : -1);
-    }
-    if (jstr_eq(name, "indent")) {
-        const jv *w = ARG(0, "width"), *f = ARG(1, "first"), *bl = ARG(2, "blank");
-        jstr pad = { "    ", 4 };
-        jout padbuf = { 0 };
-        if (w && is_intlike(w)) {
-            if (iv(w) < 0 || iv(w) > 256)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "indent width must be 0..256");
-            for (int64_t i = 0; i < iv(w); i++) jout_put(c, &padbuf, " ", 1);
-            pad = jout_str(&padbuf);
-        } else if (w && w->t == JV_STR) {
-            pad = w->u.s;
-        }
-        /* jinja2 appends "\n" and splits into lines: a trailing newline
-         * stays, and blank lines get no indent unless `blank`. */
-        jout o = { 0 };
-        size_t i = 0, line = 0;
-        while (i <= s.n) {
-            size_t j = i;
-            while (j < s.n && s.p[j] != '\n') j++;
-            if (line > 0) jout_put(c, &o, "\n", 1);
-            if (line > 0 && (j > i || (bl && jv_truthy(bl))))
-                jout_put(c, &o, pad.p, pad.n);
-            jout_put(c, &o, s.p + i, j - i);
-            line++;
-            i = j + 1;
-        }
-        if (f && jv_truthy(f)) {
-            jout o2 = { 0 };
-            jout_put(c, &o2, pad.p, pad.n);
-            jout_put(c, &o2, o.p, o.n);
-            return mkstr(&o2);
-        }
-        return mkstr(&o);
-    }
-    if (jstr_eq(name, "escape") || jstr_eq(name, "e")) {
-        jout o = { 0 };
-        for (size_t i = 0; i < s.n; i++) {
-            const char *r = NULL;
-            switch (s.p[i]) {
-            case '&': r = "&amp;"; break;
-            case '<': r = "&lt;"; break;
-            case '>': r = "&gt;"; break;
-            case '"': r = "&#34;"; break;
-            case '\'': r = "&#39;"; break;
-            default: break;
-            }
-            if (r) jout_put(c, &o, r, strlen(r));
-            else jout_put(c, &o, s.p + i, 1);
-        }
-        return mkstr(&o);
-    }
-    if (jstr_eq(name, "wordcount")) {
-        jv words = split(c, s, NULL, -1);
-        return jv_int((int64_t)words.u.l->n);
-    }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "no filter named '%.*s'", (int)name.n,
-          name.p);
-#undef ARG
 }
 
 /* ---- globals ---- */
@@ -887,7 +509,7 @@ static jv strftime_now(jctx *c, jstr fmt) {
         default: jout_put(c, &o, fmt.p + i - 1, 2); break;
         }
     }
-    return mkstr(&o);
+    return jmkstr(&o);
 }
 
 jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
@@ -896,13 +518,13 @@ jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
     case JF_RANGE: {
         int64_t start = 0, stop, step = 1;
         for (size_t i = 0; i < n; i++)
-            if (!is_intlike(&args[i]))
+            if (!jv_is_intlike(&args[i]))
                 jfail(c, FX_ERR_BAD_TEMPLATE, "range() needs integers");
-        if (n == 1) stop = iv(&args[0]);
+        if (n == 1) stop = jv_as_int(&args[0]);
         else if (n == 2 || n == 3) {
-            start = iv(&args[0]);
-            stop = iv(&args[1]);
-            if (n == 3) step = iv(&args[2]);
+            start = jv_as_int(&args[0]);
+            stop = jv_as_int(&args[1]);
+            if (n == 3) step = jv_as_int(&args[2]);
         } else {
             jfail(c, FX_ERR_BAD_TEMPLATE, "range() takes 1 to 3 arguments");
         }

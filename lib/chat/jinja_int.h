@@ -199,6 +199,22 @@ jstr jout_str(const jout *o);
 void jfmt_float(char *buf, size_t size, double f);
 size_t jutf8_len(const char *p, size_t n);
 
+typedef enum jttype {
+    T_TEXT, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME,
+    T_STRING, T_INT, T_FLOAT, T_OP, T_EOF
+} jttype;
+
+typedef struct jtoken {
+    uint8_t type;
+    uint32_t line, col;
+    jstr s;          /* text, name, operator, decoded string */
+    int64_t i;
+    double f;
+} jtoken;
+
+/* lexer (jinja_lex.c): the tokens of a template, T_EOF last. */
+jtoken *jlex(jctx *c, const char *text, size_t len, size_t *n);
+
 /* parser (jinja_parse.c) */
 jnode *jparse(jctx *c, const char *text, size_t len);
 
@@ -220,6 +236,28 @@ jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
                  const jv *kwv, size_t nkw);
 jv jgetattr(jctx *c, const jv *obj, jstr name);
 jv jgetitem(jctx *c, const jv *obj, const jv *key);
+
+/* shared by the builtins and the filters (jinja_builtins.c) */
+typedef enum jcase { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE } jcase;
+jv jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right);
+jv jstr_case(jctx *c, jstr s, jcase mode);
+jv jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count);
+jv jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit);
+jv jdict_items(jctx *c, const jdict *d);
+jv jmkstr(const jout *o);
+size_t jchar_len(const char *p, size_t n);
+/* An argument by position or keyword name (NULL: positional only);
+ * NULL when absent. */
+const jv *jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
+               const jv *kwv, size_t nkw, const char *name);
+const jv *jkwarg(const jstr *kwn, const jv *kwv, size_t nkw, const char *name);
+
+static inline bool jv_is_intlike(const jv *v) {
+    return v->t == JV_INT || v->t == JV_BOOL;
+}
+static inline int64_t jv_as_int(const jv *v) {
+    return v->t == JV_INT ? v->u.i : v->u.b;
+}
 
 static inline bool jstr_eq(jstr s, const char *lit) {
     size_t n = 0;
