@@ -998,6 +998,78 @@ FX_API fx_status fx_chat_apply_template(const char *tmpl,
                                         size_t *needed, char *errbuf,
                                         size_t errbuf_size);
 
+/** Options for fx_chat_apply_ex; fill with fx_chat_options_init. */
+typedef struct fx_chat_options {
+    uint32_t struct_size;     /**< the caller's sizeof(fx_chat_options),
+                                   set by fx_chat_options_init */
+    uint32_t flags;           /**< FX_CHAT_* */
+    /** A JSON object, NUL-terminated, or NULL. Its members become template
+     * variables next to messages, bos_token, eos_token and
+     * add_generation_prompt, overriding them: "tools" (a list of tool
+     * schemas), "enable_thinking", "documents", "date_string", special
+     * tokens a template reads... A "messages" member (a list of objects
+     * with "role", "content" and any other field: tool_calls,
+     * reasoning_content, name ...) is the conversation; msgs must then be
+     * NULL with n_msgs 0. Template text only: a family name with a
+     * context is FX_ERR_INVALID_ARG. */
+    const char *context_json;
+    /** strftime_now's clock, seconds since 1970 UTC; 0 means now. */
+    int64_t now;
+    /** bos_token / eos_token texts, NUL-terminated; NULL for the model's
+     * (or, without a model, the family's usual ones, else ""). */
+    const char *bos_token;
+    const char *eos_token;
+} fx_chat_options;
+
+/**
+ * Fills *opts with the defaults (no flags, no context, the current time,
+ * the model's tokens) for a struct of `size` bytes; see fx_chat_options.
+ *
+ * @param opts The options.
+ * @param size sizeof(fx_chat_options) as the caller was compiled.
+ */
+FX_API void fx_chat_options_init_sized(fx_chat_options *opts, size_t size);
+/**
+ * fx_chat_options_init_sized with this header's size.
+ *
+ * @param opts The options.
+ */
+static inline void fx_chat_options_init(fx_chat_options *opts) {
+    fx_chat_options_init_sized(opts, sizeof *opts);
+}
+
+/**
+ * fx_chat_apply with options: extra template variables and messages with
+ * any fields (opts->context_json), strftime_now defined (the clock
+ * opts->now), and bos/eos texts of the caller's choosing. This is the
+ * call that renders exactly as transformers' apply_chat_template does,
+ * date included. model may be NULL when tmpl is given; a failure's message
+ * goes to errbuf (and, with a model, to fx_model_errmsg).
+ *
+ * @param model The model, or NULL when tmpl is given.
+ * @param tmpl NULL (the model's template), a family name, or template
+ *             text; NUL-terminated.
+ * @param msgs The conversation, or NULL with n_msgs 0 when
+ *             opts->context_json carries "messages".
+ * @param n_msgs Messages at msgs.
+ * @param opts Options; NULL for the defaults.
+ * @param[out] buf Where the prompt goes; may be NULL when buf_size is 0.
+ * @param buf_size Bytes at buf.
+ * @param[out] needed The size the prompt needs, NUL included; may be
+ *             NULL.
+ * @param[out] errbuf Where a failure's message goes; may be NULL.
+ * @param errbuf_size Bytes at errbuf.
+ * @return As fx_chat_apply; FX_ERR_INVALID_ARG also for context_json that
+ *         is not a JSON object, messages given twice or not at all;
+ *         FX_ERR_UNSUPPORTED for options from a newer header with members
+ *         this library does not know set.
+ */
+FX_API fx_status fx_chat_apply_ex(const fx_model *model, const char *tmpl,
+                                  const fx_chat_message *msgs, size_t n_msgs,
+                                  const fx_chat_options *opts, char *buf,
+                                  size_t buf_size, size_t *needed,
+                                  char *errbuf, size_t errbuf_size);
+
 /**
  * Which family a template is: tmpl as for fx_chat_apply (model may be
  * NULL when tmpl is given). *family is a static name like "llama3".

@@ -667,10 +667,13 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
     for (;;) {
         jtoken *t = pk(p);
         if (t->type == T_EOF) {
-            if (ends)
+            if (ends) {
+                size_t k = 0;
+                while (ends[k + 1]) k++;
                 jfail_at(p->c, start->line, start->col, "unexpected end of "
                          "template: the block here needs {%% %s %%}",
-                         ends[0]);
+                         ends[k]);
+            }
             break;
         }
         if (t->type == T_TEXT) {

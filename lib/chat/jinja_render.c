@@ -113,6 +113,13 @@ fx_status fx_jinja_render(const fx_alloc *alloc, const fx_jinja_input *in,
             if (extra.t != JV_DICT)
                 jfail(c, FX_ERR_INVALID_ARG, "extra context: the JSON must "
                       "be an object");
+            bool has_messages = jdict_gets(extra.u.d, "messages", 8) != NULL;
+            if (has_messages && in->n_msgs)
+                jfail(c, FX_ERR_INVALID_ARG, "messages given twice: as "
+                      "messages and in the context's \"messages\"");
+            if (!has_messages && !in->n_msgs)
+                jfail(c, FX_ERR_INVALID_ARG, "no messages: neither given "
+                      "nor in the context's \"messages\"");
             for (size_t i = 0; i < extra.u.d->n; i++) {
                 if (extra.u.d->k[i].t == JV_STR)
                     jscope_set(c, c->globals, extra.u.d->k[i].u.s,
