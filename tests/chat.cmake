@@ -6,3 +6,6 @@ fx_add_test(test_chat SOURCES test_chat.c test_chat_templates.c)
 # text jinja2 renders for them (tests/data/chat), fx_chat_apply_ex, and
 # end-of-turn markers derived from templates of no known family.
 fx_add_test(test_jinja SOURCES test_jinja.c)
+# The interpreter's bounds and failure paths, with small limits and a
+# failing allocator: internal API, static library only.
+fx_add_test(test_jinja_limits INTERNAL SOURCES test_jinja_limits.c)

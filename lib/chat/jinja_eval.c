@@ -612,10 +612,15 @@ static void exec_for(jctx *c, jscope *sc, const jnode *n) {
     c->at = n;
     jv all = iterable_items(c, &src);
     jv items = all;
+    /* One scope serves every iteration, emptied each time: nothing can
+     * keep a reference to it (macros close over the template's top scope),
+     * and a long loop then costs no memory per iteration. */
+    jscope *it = jscope_new(c, sc);
     if (n->d) { /* `for x in y if cond`: loop.* count the kept items */
         items = jv_newlist(c, 0);
         for (size_t i = 0; i < all.u.l->n; i++) {
-            jscope *tmp = jscope_new(c, sc);
+            jscope *tmp = it;
+            tmp->n = 0;
             bind_kids(c, tmp, n, &all.u.l->v[i]);
             jv keep = jeval(c, tmp, n->d);
             if (jv_truthy(&keep)) jlist_push(c, items.u.l, all.u.l->v[i]);
@@ -628,7 +633,7 @@ static void exec_for(jctx *c, jscope *sc, const jnode *n) {
     c->loops++;
     for (size_t i = 0; i < items.u.l->n; i++) {
         jstep(c, 1);
-        jscope *it = jscope_new(c, sc);
+        it->n = 0;
         lp->index0 = i;
         bind_kids(c, it, n, &items.u.l->v[i]);
         jscope_set(c, it, (jstr){ "loop", 4 }, loopv);

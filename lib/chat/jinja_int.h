@@ -69,15 +69,21 @@ typedef struct jv {
     } u;
 } jv;
 
+/* depth: how deeply values nest inside, kept at most JV_MAX_NESTING so
+ * that comparing, printing and serializing them recurse boundedly. */
+#define JV_MAX_NESTING 256
+
 typedef struct jlist {
     jv *v;
     size_t n, cap;
+    uint32_t depth;
 } jlist;
 
 typedef struct jdict {
     jv *k, *v;
     size_t n, cap;
     bool ns;             /* namespace(): attributes may be assigned */
+    uint32_t depth;
 } jdict;
 
 typedef struct jloop {

@@ -162,6 +162,7 @@ jv jv_cstr(const char *s) { return jv_str(s, strlen(s)); }
 jv jv_newlist(jctx *c, size_t cap) {
     jlist *l = jalloc(c, sizeof *l);
     l->n = 0;
+    l->depth = 0;
     l->cap = cap;
     if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "list size");
     l->v = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
@@ -173,6 +174,7 @@ jv jv_newlist(jctx *c, size_t cap) {
 jv jv_newdict(jctx *c, size_t cap) {
     jdict *d = jalloc(c, sizeof *d);
     d->n = 0;
+    d->depth = 0;
     d->cap = cap;
     d->ns = false;
     if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "dict size");
@@ -183,12 +185,27 @@ jv jv_newdict(jctx *c, size_t cap) {
     return v;
 }
 
+/* A container holding v nests one deeper than v. Namespaces are
+ * compared by identity and print through the depth-checked repr, so a
+ * namespace that holds itself is no danger and counts as flat. */
+static uint32_t nesting(jctx *c, const jv *v) {
+    uint32_t d = 0;
+    if (v->t == JV_LIST) d = v->u.l->depth;
+    else if (v->t == JV_DICT && !v->u.d->ns) d = v->u.d->depth;
+    if (d + 1 > JV_MAX_NESTING)
+        jfail(c, FX_ERR_BAD_TEMPLATE, "values nested more than %d deep",
+              JV_MAX_NESTING);
+    return d + 1;
+}
+
 static size_t grow_cap(jctx *c, size_t cap) {
     if (cap > SIZE_MAX / 2 / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "grow");
     return cap ? cap * 2 : 4;
 }
 
 void jlist_push(jctx *c, jlist *l, jv v) {
+    uint32_t d = nesting(c, &v);
+    if (d > l->depth) l->depth = d;
     if (l->n == l->cap) {
         size_t cap = grow_cap(c, l->cap);
         jv *nv = jalloc(c, cap * sizeof(jv));
@@ -211,6 +228,9 @@ const jv *jdict_gets(const jdict *d, const char *key, size_t n) {
 
 void jdict_set(jctx *c, jdict *d, jv k, jv v) {
     jstep(c, d->n / 16);
+    uint32_t depth = nesting(c, &v), kd = nesting(c, &k);
+    if (kd > depth) depth = kd;
+    if (depth > d->depth) d->depth = depth;
     for (size_t i = 0; i < d->n; i++) {
         if (jv_equal(&d->k[i], &k)) {
             d->v[i] = v;
