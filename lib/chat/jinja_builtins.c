@@ -430,10 +430,13 @@ bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
         return jv_equal(&m, v);
     }
     if (jstr_eq(name, "odd") || jstr_eq(name, "even")) {
-        if (!jv_is_intlike(v)) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs an int",
-                                  (int)name.n, name.p);
-        bool odd = (jv_as_int(v) % 2) != 0;
-        return jstr_eq(name, "odd") ? odd : !odd;
+        /* value % 2 == 1 / == 0, as jinja2 computes them, floats too */
+        double m;
+        if (jv_is_intlike(v)) m = (double)(jv_as_int(v) % 2 != 0);
+        else if (v->t == JV_FLOAT) m = v->u.f - 2.0 * floor(v->u.f / 2.0);
+        else jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs a number",
+                   (int)name.n, name.p);
+        return jstr_eq(name, "odd") ? m == 1.0 : m == 0.0;
     }
     if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "unknown test '%.*s' or it needs an "
                   "argument", (int)name.n, name.p);

@@ -319,9 +319,8 @@ static int64_t slice_bound(jctx *c, jscope *sc, const jnode *n, int64_t dflt,
 static jv slice(jctx *c, jscope *sc, const jnode *n) {
     jv obj = jeval(c, sc, n->a);
     if (obj.t == JV_UNDEF) undefined_error(c, &obj);
-    if (obj.t != JV_STR && obj.t != JV_LIST)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not subscriptable",
-              jv_typename(&obj));
+    /* jinja2's getitem turns a TypeError into undefined. */
+    if (obj.t != JV_STR && obj.t != JV_LIST) return jv_undef((jstr){ "", 0 });
     int64_t step = 1;
     if (n->d) {
         jv s = jeval(c, sc, n->d);

@@ -213,6 +213,7 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
     if (jstr_eq(name, "unique")) {
         jv src = to_list(c, v);
         jv out = jv_newlist(c, 0);
+        out.tuple = JV_GENERATOR;
         for (size_t i = 0; i < src.u.l->n; i++) {
             bool seen = false;
             jstep(c, out.u.l->n / 8);
