@@ -30,7 +30,8 @@
 
 static char *read_data(const char *dir, const char *name, size_t *len) {
     char rel[512];
-    snprintf(rel, sizeof rel, "chat/%s/%s", dir, name);
+    if (strcmp(dir, ".") == 0) snprintf(rel, sizeof rel, "chat/%s", name);
+    else snprintf(rel, sizeof rel, "chat/%s/%s", dir, name);
     char *text = fx_test_read_file(fx_test_data_path(rel), len);
     if (!text) fail_msg("cannot read tests/data/%s", rel);
     return text;
@@ -145,6 +146,55 @@ static void test_real_templates(void **state) {
                   "does\n", cases, rendered, cases - rendered);
     assert_int_equal(llamacpp, 30);
     assert_true(cases >= 400);
+}
+
+/* ---- one behaviour at a time ---- */
+
+/* tests/data/chat/semantics.txt: small templates, each followed by what
+ * jinja2 renders for it ("%%%% expected") or that it raises ("%%%%
+ * raises", with raise_exception's message if any), in the context of
+ * semantics.json. */
+static void test_semantics(void **state) {
+    (void)state;
+    size_t len = 0, n_ok = 0, n_raise = 0;
+    char *ctx = read_data(".", "semantics.json", &len);
+    char *all = read_data(".", "semantics.txt", &len);
+    const char *mark_t = "%%%% template\n";
+    char *p = strstr(all, mark_t);
+    assert_non_null(p);
+    while (p) {
+        char *tmpl = p + strlen(mark_t);
+        char *sep = strstr(tmpl, "\n%%%% ");
+        assert_non_null(sep);
+        *sep = '\0';
+        char *kind = sep + 1;
+        int raises = strncmp(kind, "%%%% raises\n", 12) == 0;
+        char *want = kind + (raises ? 12 : 14);
+        char *next = strstr(want, "\n%%%% ");
+        assert_non_null(next);
+        *next = '\0';
+        render_result r = render_ex(tmpl, ctx, FX_CHAT_WITH_BOS, "<s>", "</s>");
+        if (raises) {
+            if (r.status != FX_ERR_BAD_TEMPLATE)
+                fail_msg("%s: jinja2 raises, ferrox gave %s", tmpl,
+                         fx_status_str(r.status));
+            if (want[0] && !strstr(r.err, want))
+                fail_msg("%s: message \"%s\" lacks \"%s\"", tmpl, r.err, want);
+            n_raise++;
+        } else {
+            if (r.status != FX_OK)
+                fail_msg("%s: %s: %s", tmpl, fx_status_str(r.status), r.err);
+            if (strcmp(r.text, want) != 0) report_diff(tmpl, want, r.text);
+            n_ok++;
+        }
+        free(r.text);
+        p = strncmp(next + 1, "%%%% end", 8) == 0 ? NULL : next + 1;
+        assert_true(p == NULL || strncmp(p, mark_t, strlen(mark_t)) == 0);
+    }
+    print_message("%zu semantics cases rendered, %zu raised\n", n_ok, n_raise);
+    assert_true(n_ok + n_raise >= 90);
+    free(ctx);
+    free(all);
 }
 
 /* ---- the models issue 39 names, spelled out ---- */
@@ -339,6 +389,7 @@ static void test_derived_stops(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_templates),
+        cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_named_models),
         cmocka_unit_test(test_apply_ex),
         cmocka_unit_test(test_derived_stops),

@@ -134,7 +134,40 @@ SWEEP = {
 }
 
 
+# Small templates, one behaviour each, rendered with SEMANTICS_CONTEXT:
+# operators, literals, filters, tests, methods, scoping, whitespace
+# control. The whole-line cases of micro.txt are split at " || ".
+SEMANTICS_CONTEXT = {
+    "messages": [{"role": "system", "content": "hello"},
+                 {"role": "user", "content": "u1"},
+                 {"role": "user", "content": "u2"}],
+    "x": True, "y": False, "a": "A", "b": " B ", "l": [1, 2],
+    "s": "hi there", "n": 7, "lst": [3, 1, 2], "d": {"k": "v", "a": 2},
+}
+
+
+def semantics():
+    src = open(os.path.join(HERE, "semantics.in"), encoding="utf-8").read()
+    out = []
+    for block in src.split("\n%%%% case\n")[1:]:
+        tmpl = block[:-1] if block.endswith("\n") else block
+        ctx = dict(SEMANTICS_CONTEXT)
+        ctx.update(add_generation_prompt=False, bos_token="<s>", eos_token="</s>")
+        res, err = render(tmpl, ctx)
+        out.append("%%%% template\n" + tmpl + "\n")
+        if res is None:
+            out.append("%%%% raises\n" + (err[len("raise: "):] if err.startswith("raise: ") else "") + "\n")
+        else:
+            out.append("%%%% expected\n" + res + "\n")
+    out.append("%%%% end\n")
+    with open(os.path.join(HERE, "semantics.txt"), "w", encoding="utf-8", newline="") as f:
+        f.write("".join(out))
+    with open(os.path.join(HERE, "semantics.json"), "w", encoding="utf-8") as f:
+        json.dump(SEMANTICS_CONTEXT, f, ensure_ascii=False)
+
+
 def main():
+    semantics()
     rows = []
     os.makedirs(os.path.join(HERE, "templates"), exist_ok=True)
     os.makedirs(os.path.join(HERE, "expected"), exist_ok=True)
