@@ -638,6 +638,28 @@ static void test_model_template(void **state) {
     assert_int_equal(ids[0], 2);
     fx_model_free(m);
 
+    /* A template of no known family: rendered by the interpreter with the
+     * model's BOS/EOS texts, and its end-of-turn token derived from what
+     * it writes after an assistant message. */
+    m = load_chat_model("{{ bos_token }}{% for m in messages %}"
+                        "<|endoftext|>{{ m.content }}<|im_end|>{% endfor %}"
+                        "{{ eos_token }}", "chat-jinja.gguf");
+    assert_int_equal(fx_chat_detect(m, NULL, &family), FX_OK);
+    assert_string_equal(family, "jinja");
+    assert_int_equal(fx_chat_apply(m, NULL, conv4 + 1, 2, FX_CHAT_WITH_BOS,
+                                   buf, sizeof buf, &needed), FX_OK);
+    assert_string_equal(buf, "<s><|endoftext|>Hello<|im_end|><|endoftext|>"
+                             "Hi there<|im_end|></s>");
+    assert_int_equal(fx_chat_apply(m, NULL, conv4 + 1, 2, 0, buf, sizeof buf,
+                                   &needed), FX_OK);
+    assert_string_equal(buf, "<|endoftext|>Hello<|im_end|><|endoftext|>"
+                             "Hi there<|im_end|></s>");
+    assert_int_equal(fx_model_chat_stop_tokens(m, NULL, ids, 8, &n), FX_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 4); /* <|im_end|> */
+    assert_int_equal(ids[1], 2); /* EOS */
+    fx_model_free(m);
+
     /* No template in the file: FX_ERR_MISSING, named. */
     m = load_chat_model(NULL, "chat-none.gguf");
     assert_int_equal(fx_chat_apply(m, NULL, conv4, 4, 0, buf, sizeof buf,
