@@ -522,6 +522,12 @@ static void test_large_input(void **state) {
     /* "<s>[INST] x [/INST]" per user turn (the first without <s>) and
      * " x </s>" per assistant turn. */
     assert_int_equal(needed, (n / 2) * (19 + 7) - 3 + 1);
+    /* The same conversation through the interpreter: its budgets grow
+     * with the conversation, so a long one is never refused. Each turn is
+     * <|start_header_id|>role<|end_header_id|>\n\nx<|eot_id|>. */
+    assert_int_equal(fx_chat_apply(NULL, T_LLAMA3, many, n, 0, NULL, 0,
+                                   &needed), FX_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(needed, (n / 2) * (53 + 58) + 1);
     free(many);
 }
 

@@ -81,6 +81,9 @@ fx_status fx_jinja_render(const fx_alloc *alloc, const fx_jinja_input *in,
     /* The caller's limits are a floor; a long conversation gets room. */
     lim.max_output = sat_add(lim.max_output, sat_mul(input, 4));
     lim.max_memory = sat_add(lim.max_memory, sat_mul(input, 16));
+    /* Each message also costs its dict and the text around it. */
+    lim.max_output = sat_add(lim.max_output, sat_mul(in->n_msgs, 256));
+    lim.max_memory = sat_add(lim.max_memory, sat_mul(in->n_msgs, 1024));
     uint64_t extra_steps = (uint64_t)in->n_msgs * 2000 + input / 16;
     lim.max_steps = lim.max_steps > UINT64_MAX - extra_steps
                         ? UINT64_MAX : lim.max_steps + extra_steps;
