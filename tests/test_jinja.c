@@ -346,6 +346,13 @@ static void test_apply_ex(void **state) {
                                    msgs, 1, 0, buf, sizeof buf, &needed),
                      FX_OK);
     assert_string_equal(buf, "False");
+    /* transformers' {% generation %} marks the assistant's text for
+     * training masks; rendering keeps its body. */
+    assert_int_equal(fx_chat_apply(NULL, "{% for m in messages %}"
+                                   "{% generation %}<{{ m.content }}>"
+                                   "{% endgeneration %}{% endfor %}", msgs, 1,
+                                   0, buf, sizeof buf, &needed), FX_OK);
+    assert_string_equal(buf, "<hi>");
     /* A newer caller's struct with an unknown member set is refused. */
     unsigned char big[sizeof(fx_chat_options) + 16];
     memset(big, 0, sizeof big);
