@@ -18,54 +18,54 @@
 #define SANDBOX_MAX_RANGE 100000
 
 _Noreturn static void undef_err(jctx *c, const jv *v) {
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'%.*s' is undefined", (int)v->u.s.n,
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%.*s' is undefined", (int)v->u.s.n,
           v->u.s.p);
 }
 
 static jv undef_named(const char *name) {
-    return jv_undef((jstr){ name, strlen(name) });
+    return fx_jv_undef((jstr){ name, strlen(name) });
 }
 
 
-jv jmkstr(const jout *o) {
-    jstr s = jout_str(o);
-    return jv_str(s.p, s.n);
+jv fx_jmkstr(const jout *o) {
+    jstr s = fx_jout_str(o);
+    return fx_jv_str(s.p, s.n);
 }
 
 /* ---- attribute and item access ---- */
 
-jv jgetattr(jctx *c, const jv *obj, jstr name) {
+jv fx_jgetattr(jctx *c, const jv *obj, jstr name) {
     if (obj->t == JV_UNDEF) undef_err(c, obj);
     if (obj->t == JV_DICT) {
-        const jv *v = jdict_gets(obj->u.d, name.p, name.n);
-        return v ? *v : jv_undef(name);
+        const jv *v = fx_jdict_gets(obj->u.d, name.p, name.n);
+        return v ? *v : fx_jv_undef(name);
     }
     if (obj->t == JV_LOOP) {
         const jloop *lp = obj->u.loop;
         size_t n = lp->items->n, i = lp->index0;
-        if (jstr_eq(name, "index")) return jv_int((int64_t)i + 1);
-        if (jstr_eq(name, "index0")) return jv_int((int64_t)i);
-        if (jstr_eq(name, "first")) return jv_bool(i == 0);
-        if (jstr_eq(name, "last")) return jv_bool(i + 1 == n);
-        if (jstr_eq(name, "length")) return jv_int((int64_t)n);
-        if (jstr_eq(name, "revindex")) return jv_int((int64_t)(n - i));
-        if (jstr_eq(name, "revindex0")) return jv_int((int64_t)(n - i - 1));
+        if (jstr_eq(name, "index")) return fx_jv_int((int64_t)i + 1);
+        if (jstr_eq(name, "index0")) return fx_jv_int((int64_t)i);
+        if (jstr_eq(name, "first")) return fx_jv_bool(i == 0);
+        if (jstr_eq(name, "last")) return fx_jv_bool(i + 1 == n);
+        if (jstr_eq(name, "length")) return fx_jv_int((int64_t)n);
+        if (jstr_eq(name, "revindex")) return fx_jv_int((int64_t)(n - i));
+        if (jstr_eq(name, "revindex0")) return fx_jv_int((int64_t)(n - i - 1));
         if (jstr_eq(name, "previtem"))
             return i > 0 ? lp->items->v[i - 1] : undef_named("previtem");
         if (jstr_eq(name, "nextitem"))
             return i + 1 < n ? lp->items->v[i + 1] : undef_named("nextitem");
-        if (jstr_eq(name, "depth")) return jv_int(1);
-        if (jstr_eq(name, "depth0")) return jv_int(0);
+        if (jstr_eq(name, "depth")) return fx_jv_int(1);
+        if (jstr_eq(name, "depth0")) return fx_jv_int(0);
     }
-    return jv_undef(name);
+    return fx_jv_undef(name);
 }
 
-jv jgetitem(jctx *c, const jv *obj, const jv *key) {
+jv fx_jgetitem(jctx *c, const jv *obj, const jv *key) {
     if (obj->t == JV_UNDEF) undef_err(c, obj);
     if (obj->t == JV_DICT) {
-        const jv *v = jdict_get(obj->u.d, *key);
+        const jv *v = fx_jdict_get(obj->u.d, *key);
         if (v) return *v;
-        return key->t == JV_STR ? jv_undef(key->u.s) : undef_named("");
+        return key->t == JV_STR ? fx_jv_undef(key->u.s) : undef_named("");
     }
     if ((obj->t == JV_LIST || obj->t == JV_STR) && jv_is_intlike(key)) {
         int64_t i = jv_as_int(key);
@@ -75,7 +75,7 @@ jv jgetitem(jctx *c, const jv *obj, const jv *key) {
             return (i >= 0 && i < n) ? obj->u.l->v[i] : undef_named("");
         }
         jstr s = obj->u.s;
-        int64_t n = (int64_t)jutf8_len(s.p, s.n);
+        int64_t n = (int64_t)fx_jutf8_len(s.p, s.n);
         if (i < 0) i += n;
         if (i < 0 || i >= n) return undef_named("");
         size_t b = 0;
@@ -85,9 +85,9 @@ jv jgetitem(jctx *c, const jv *obj, const jv *key) {
         }
         size_t e = b + 1;
         while (e < s.n && ((unsigned char)s.p[e] & 0xc0) == 0x80) e++;
-        return jv_str(s.p + b, e - b);
+        return fx_jv_str(s.p + b, e - b);
     }
-    if (obj->t == JV_LOOP && key->t == JV_STR) return jgetattr(c, obj, key->u.s);
+    if (obj->t == JV_LOOP && key->t == JV_STR) return fx_jgetattr(c, obj, key->u.s);
     return undef_named("");
 }
 
@@ -95,8 +95,8 @@ jv jgetitem(jctx *c, const jv *obj, const jv *key) {
 
 static jstr need_str(jctx *c, const jv *v, const char *what) {
     if (v->t != JV_STR)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "%s expects a string, not %s", what,
-              jv_typename(v));
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "%s expects a string, not %s", what,
+              fx_jv_typename(v));
     return v->u.s;
 }
 
@@ -110,24 +110,24 @@ static bool has_char(jstr set, const char *p, size_t k) {
     return false;
 }
 
-size_t jchar_len(const char *p, size_t n) {
+size_t fx_jchar_len(const char *p, size_t n) {
     size_t k = 1;
     while (k < n && ((unsigned char)p[k] & 0xc0) == 0x80) k++;
     return k;
 }
 
 /* str.strip([chars]) with Python's whitespace or the given characters. */
-jv jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
+jv fx_jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
     if (!chars || chars->t == JV_NONE || chars->t == JV_UNDEF) {
         const char *p = s.p;
         size_t n = s.n;
         fx_chat_strip(&p, &n, left, right);
-        return jv_str(p, n);
+        return fx_jv_str(p, n);
     }
     jstr set = need_str(c, chars, "strip()");
     size_t b = 0, e = s.n;
     while (left && b < e) {
-        size_t k = jchar_len(s.p + b, e - b);
+        size_t k = fx_jchar_len(s.p + b, e - b);
         if (!has_char(set, s.p + b, k)) break;
         b += k;
     }
@@ -137,12 +137,12 @@ jv jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right) {
         if (!has_char(set, s.p + e - k, k)) break;
         e -= k;
     }
-    return jv_str(s.p + b, e - b);
+    return fx_jv_str(s.p + b, e - b);
 }
 
 
 /* Unicode case mapping through utf8proc (simple, one-to-one mappings). */
-jv jstr_case(jctx *c, jstr s, jcase mode) {
+jv fx_jstr_case(jctx *c, jstr s, jcase mode) {
     jout o = { 0 };
     bool prev_cased = false;
     for (size_t i = 0; i < s.n;) {
@@ -150,7 +150,7 @@ jv jstr_case(jctx *c, jstr s, jcase mode) {
         utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s.p + i,
                                               (utf8proc_ssize_t)(s.n - i), &cp);
         if (k <= 0) { /* not UTF-8: the byte passes through */
-            jout_put(c, &o, s.p + i, 1);
+            fx_jout_put(c, &o, s.p + i, 1);
             i++;
             prev_cased = false;
             continue;
@@ -170,10 +170,10 @@ jv jstr_case(jctx *c, jstr s, jcase mode) {
         prev_cased = cased;
         utf8proc_uint8_t buf[4];
         utf8proc_ssize_t w = utf8proc_encode_char(m, buf);
-        jout_put(c, &o, (const char *)buf, (size_t)w);
+        fx_jout_put(c, &o, (const char *)buf, (size_t)w);
         i += (size_t)k;
     }
-    return jmkstr(&o);
+    return fx_jmkstr(&o);
 }
 
 static bool starts_with(jstr s, jstr p) {
@@ -201,45 +201,45 @@ static const char *find_sub(jstr s, size_t from, jstr sub) {
     return NULL;
 }
 
-jv jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
+jv fx_jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count) {
     jout o = { 0 };
     size_t i = 0;
     int64_t done = 0;
     if (old.n == 0) { /* Python inserts between every character */
         while (count < 0 || done < count) {
-            jout_put(c, &o, new_.p, new_.n);
+            fx_jout_put(c, &o, new_.p, new_.n);
             done++;
             if (i >= s.n) break;
-            size_t k = jchar_len(s.p + i, s.n - i);
-            jout_put(c, &o, s.p + i, k);
+            size_t k = fx_jchar_len(s.p + i, s.n - i);
+            fx_jout_put(c, &o, s.p + i, k);
             i += k;
         }
-        jout_put(c, &o, s.p + i, s.n - i);
-        return jmkstr(&o);
+        fx_jout_put(c, &o, s.p + i, s.n - i);
+        return fx_jmkstr(&o);
     }
     while (count < 0 || done < count) {
         const char *at = find_sub(s, i, old);
         if (!at) break;
-        jout_put(c, &o, s.p + i, (size_t)(at - s.p) - i);
-        jout_put(c, &o, new_.p, new_.n);
+        fx_jout_put(c, &o, s.p + i, (size_t)(at - s.p) - i);
+        fx_jout_put(c, &o, new_.p, new_.n);
         i = (size_t)(at - s.p) + old.n;
         done++;
     }
-    jout_put(c, &o, s.p + i, s.n - i);
-    return jmkstr(&o);
+    fx_jout_put(c, &o, s.p + i, s.n - i);
+    return fx_jmkstr(&o);
 }
 
 static bool py_blank(const char *p, size_t n, size_t *k) {
     const char *q = p;
-    size_t m = jchar_len(p, n);
+    size_t m = fx_jchar_len(p, n);
     *k = m;
     size_t len = m;
     fx_chat_strip(&q, &len, true, false);
     return len == 0;
 }
 
-jv jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
-    jv out = jv_newlist(c, 0);
+jv fx_jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
+    jv out = fx_jv_newlist(c, 0);
     if (!sep || sep->t == JV_NONE) {
         size_t i = 0, k;
         for (;;) {
@@ -249,46 +249,46 @@ jv jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit) {
                 const char *p = s.p + i;
                 size_t n = s.n - i;
                 fx_chat_strip(&p, &n, false, true);
-                jlist_push(c, out.u.l, jv_str(p, n));
+                fx_jlist_push(c, out.u.l, fx_jv_str(p, n));
                 break;
             }
             size_t b = i;
             while (i < s.n && !py_blank(s.p + i, s.n - i, &k)) i += k;
-            jlist_push(c, out.u.l, jv_str(s.p + b, i - b));
+            fx_jlist_push(c, out.u.l, fx_jv_str(s.p + b, i - b));
         }
         return out;
     }
     jstr d = need_str(c, sep, "split()");
-    if (d.n == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "empty separator");
+    if (d.n == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "empty separator");
     size_t i = 0;
     for (;;) {
-        jstep(c, 1);
+        fx_jstep(c, 1);
         const char *at = (maxsplit < 0 || (int64_t)out.u.l->n < maxsplit)
                              ? find_sub(s, i, d) : NULL;
         if (!at) {
-            jlist_push(c, out.u.l, jv_str(s.p + i, s.n - i));
+            fx_jlist_push(c, out.u.l, fx_jv_str(s.p + i, s.n - i));
             return out;
         }
-        jlist_push(c, out.u.l, jv_str(s.p + i, (size_t)(at - s.p) - i));
+        fx_jlist_push(c, out.u.l, fx_jv_str(s.p + i, (size_t)(at - s.p) - i));
         i = (size_t)(at - s.p) + d.n;
     }
 }
 
-jv jdict_items(jctx *c, const jdict *d) {
-    jv out = jv_newlist(c, d->n);
+jv fx_jdict_items(jctx *c, const jdict *d) {
+    jv out = fx_jv_newlist(c, d->n);
     for (size_t i = 0; i < d->n; i++) {
-        jv pair = jv_newlist(c, 2);
+        jv pair = fx_jv_newlist(c, 2);
         pair.tuple = JV_TUPLE;
-        jlist_push(c, pair.u.l, d->k[i]);
-        jlist_push(c, pair.u.l, d->v[i]);
-        jlist_push(c, out.u.l, pair);
+        fx_jlist_push(c, pair.u.l, d->k[i]);
+        fx_jlist_push(c, pair.u.l, d->v[i]);
+        fx_jlist_push(c, out.u.l, pair);
     }
     return out;
 }
 
 /* ---- methods ---- */
 
-const jv *jkwarg(const jstr *kwn, const jv *kwv, size_t nkw,
+const jv *fx_jkwarg(const jstr *kwn, const jv *kwv, size_t nkw,
                   const char *name) {
     for (size_t i = 0; i < nkw; i++)
         if (jstr_eq(kwn[i], name)) return &kwv[i];
@@ -296,103 +296,103 @@ const jv *jkwarg(const jstr *kwn, const jv *kwv, size_t nkw,
 }
 
 /* An argument by position or keyword; NULL when absent. */
-const jv *jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
+const jv *fx_jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
                 const jv *kwv, size_t nkw, const char *name) {
     if (pos < n) return &args[pos];
-    return name ? jkwarg(kwn, kwv, nkw, name) : NULL;
+    return name ? fx_jkwarg(kwn, kwv, nkw, name) : NULL;
 }
 
-bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
+bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
              const jstr *kwn, const jv *kwv, size_t nkw, jv *result) {
-#define ARG(i, nm) jarg(args, n, (i), kwn, kwv, nkw, (nm))
+#define ARG(i, nm) fx_jarg(args, n, (i), kwn, kwv, nkw, (nm))
     if (obj->t == JV_STR) {
         jstr s = obj->u.s;
-        if (jstr_eq(name, "strip")) { *result = jstr_strip(c, s, ARG(0, "chars"), true, true); return true; }
-        if (jstr_eq(name, "lstrip")) { *result = jstr_strip(c, s, ARG(0, "chars"), true, false); return true; }
-        if (jstr_eq(name, "rstrip")) { *result = jstr_strip(c, s, ARG(0, "chars"), false, true); return true; }
-        if (jstr_eq(name, "upper")) { *result = jstr_case(c, s, CASE_UPPER); return true; }
-        if (jstr_eq(name, "lower")) { *result = jstr_case(c, s, CASE_LOWER); return true; }
-        if (jstr_eq(name, "title")) { *result = jstr_case(c, s, CASE_TITLE); return true; }
-        if (jstr_eq(name, "capitalize")) { *result = jstr_case(c, s, CASE_CAPITALIZE); return true; }
+        if (jstr_eq(name, "strip")) { *result = fx_jstr_strip(c, s, ARG(0, "chars"), true, true); return true; }
+        if (jstr_eq(name, "lstrip")) { *result = fx_jstr_strip(c, s, ARG(0, "chars"), true, false); return true; }
+        if (jstr_eq(name, "rstrip")) { *result = fx_jstr_strip(c, s, ARG(0, "chars"), false, true); return true; }
+        if (jstr_eq(name, "upper")) { *result = fx_jstr_case(c, s, CASE_UPPER); return true; }
+        if (jstr_eq(name, "lower")) { *result = fx_jstr_case(c, s, CASE_LOWER); return true; }
+        if (jstr_eq(name, "title")) { *result = fx_jstr_case(c, s, CASE_TITLE); return true; }
+        if (jstr_eq(name, "capitalize")) { *result = fx_jstr_case(c, s, CASE_CAPITALIZE); return true; }
         if (jstr_eq(name, "startswith") || jstr_eq(name, "endswith")) {
             const jv *p = ARG(0, NULL);
-            if (!p) jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s() needs an argument",
+            if (!p) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s() needs an argument",
                           (int)name.n, name.p);
-            *result = jv_bool(affix(c, s, p, jstr_eq(name, "startswith")));
+            *result = fx_jv_bool(affix(c, s, p, jstr_eq(name, "startswith")));
             return true;
         }
         if (jstr_eq(name, "split")) {
             const jv *m = ARG(1, "maxsplit");
-            *result = jstr_split(c, s, ARG(0, "sep"), m && jv_is_intlike(m) ? jv_as_int(m) : -1);
+            *result = fx_jstr_split(c, s, ARG(0, "sep"), m && jv_is_intlike(m) ? jv_as_int(m) : -1);
             return true;
         }
         if (jstr_eq(name, "replace")) {
             const jv *a = ARG(0, NULL), *b = ARG(1, NULL), *k = ARG(2, "count");
-            if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace() needs two "
+            if (!a || !b) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "replace() needs two "
                                 "arguments");
-            *result = jstr_replace(c, s, need_str(c, a, "replace()"),
+            *result = fx_jstr_replace(c, s, need_str(c, a, "replace()"),
                               need_str(c, b, "replace()"),
                               k && jv_is_intlike(k) ? jv_as_int(k) : -1);
             return true;
         }
         if (jstr_eq(name, "find")) {
             const jv *a = ARG(0, NULL);
-            if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "find() needs an argument");
+            if (!a) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "find() needs an argument");
             const char *at = find_sub(s, 0, need_str(c, a, "find()"));
-            *result = jv_int(at ? (int64_t)jutf8_len(s.p, (size_t)(at - s.p)) : -1);
+            *result = fx_jv_int(at ? (int64_t)fx_jutf8_len(s.p, (size_t)(at - s.p)) : -1);
             return true;
         }
         if (jstr_eq(name, "count")) {
             const jv *a = ARG(0, NULL);
-            if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "count() needs an argument");
+            if (!a) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "count() needs an argument");
             jstr sub = need_str(c, a, "count()");
             int64_t k = 0;
-            if (sub.n == 0) k = (int64_t)jutf8_len(s.p, s.n) + 1;
+            if (sub.n == 0) k = (int64_t)fx_jutf8_len(s.p, s.n) + 1;
             for (size_t i = 0; sub.n && i + sub.n <= s.n;) {
                 const char *at = find_sub(s, i, sub);
                 if (!at) break;
                 k++;
                 i = (size_t)(at - s.p) + sub.n;
             }
-            *result = jv_int(k);
+            *result = fx_jv_int(k);
             return true;
         }
         if (jstr_eq(name, "join")) {
             const jv *a = ARG(0, NULL);
             if (!a || a->t != JV_LIST)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "join() needs a list");
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "join() needs a list");
             jout o = { 0 };
             for (size_t i = 0; i < a->u.l->n; i++) {
-                if (i) jout_put(c, &o, s.p, s.n);
+                if (i) fx_jout_put(c, &o, s.p, s.n);
                 jstr e = need_str(c, &a->u.l->v[i], "join()");
-                jout_put(c, &o, e.p, e.n);
+                fx_jout_put(c, &o, e.p, e.n);
             }
-            *result = jmkstr(&o);
+            *result = fx_jmkstr(&o);
             return true;
         }
         return false;
     }
     if (obj->t == JV_DICT && !obj->u.d->ns) {
         const jdict *d = obj->u.d;
-        if (jstr_eq(name, "items")) { *result = jdict_items(c, d); return true; }
+        if (jstr_eq(name, "items")) { *result = fx_jdict_items(c, d); return true; }
         if (jstr_eq(name, "keys") || jstr_eq(name, "values")) {
-            jv out = jv_newlist(c, d->n);
+            jv out = fx_jv_newlist(c, d->n);
             for (size_t i = 0; i < d->n; i++)
-                jlist_push(c, out.u.l, jstr_eq(name, "keys") ? d->k[i] : d->v[i]);
+                fx_jlist_push(c, out.u.l, jstr_eq(name, "keys") ? d->k[i] : d->v[i]);
             *result = out;
             return true;
         }
         if (jstr_eq(name, "get")) {
             const jv *k = ARG(0, "key"), *dflt = ARG(1, "default");
-            if (!k) jfail(c, FX_ERR_BAD_TEMPLATE, "get() needs a key");
-            const jv *v = jdict_get(d, *k);
-            *result = v ? *v : dflt ? *dflt : jv_none();
+            if (!k) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "get() needs a key");
+            const jv *v = fx_jdict_get(d, *k);
+            *result = v ? *v : dflt ? *dflt : fx_jv_none();
             return true;
         }
         return false;
     }
     if (obj->t == JV_LOOP && jstr_eq(name, "cycle")) {
-        if (n == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "no items for cycling given");
+        if (n == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "no items for cycling given");
         *result = args[obj->u.loop->index0 % n];
         return true;
     }
@@ -402,7 +402,7 @@ bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
 
 /* ---- tests ---- */
 
-bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
+bool fx_jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
     const jv *a = n ? &args[0] : NULL;
     if (jstr_eq(name, "defined")) return v->t != JV_UNDEF;
     if (jstr_eq(name, "undefined")) return v->t == JV_UNDEF;
@@ -425,46 +425,46 @@ bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
     if (jstr_eq(name, "callable")) return v->t == JV_MACRO || v->t == JV_FUNC;
     if (jstr_eq(name, "lower") || jstr_eq(name, "upper")) {
         if (v->t != JV_STR) return false;
-        jv m = jstr_case(c, v->u.s, jstr_eq(name, "lower") ? CASE_LOWER
+        jv m = fx_jstr_case(c, v->u.s, jstr_eq(name, "lower") ? CASE_LOWER
                                                              : CASE_UPPER);
-        return jv_equal(&m, v);
+        return fx_jv_equal(&m, v);
     }
     if (jstr_eq(name, "odd") || jstr_eq(name, "even")) {
         /* value % 2 == 1 / == 0, as jinja2 computes them, floats too */
         double m;
         if (jv_is_intlike(v)) m = (double)(jv_as_int(v) % 2 != 0);
         else if (v->t == JV_FLOAT) m = v->u.f - 2.0 * floor(v->u.f / 2.0);
-        else jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs a number",
+        else fx_jfail(c, FX_ERR_BAD_TEMPLATE, "%.*s needs a number",
                    (int)name.n, name.p);
         return jstr_eq(name, "odd") ? m == 1.0 : m == 0.0;
     }
-    if (!a) jfail(c, FX_ERR_BAD_TEMPLATE, "unknown test '%.*s' or it needs an "
+    if (!a) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "unknown test '%.*s' or it needs an "
                   "argument", (int)name.n, name.p);
     if (jstr_eq(name, "divisibleby")) {
         if (!jv_is_intlike(v) || !jv_is_intlike(a) || jv_as_int(a) == 0)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "divisibleby needs nonzero ints");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "divisibleby needs nonzero ints");
         return jv_as_int(v) % jv_as_int(a) == 0;
     }
     if (jstr_eq(name, "equalto") || jstr_eq(name, "eq") || jstr_eq(name, "==") ||
         jstr_eq(name, "sameas"))
-        return jv_equal(v, a);
-    if (jstr_eq(name, "ne") || jstr_eq(name, "!=")) return !jv_equal(v, a);
-    if (jstr_eq(name, "lt") || jstr_eq(name, "lessthan")) return jv_compare(c, v, a) < 0;
-    if (jstr_eq(name, "le")) return jv_compare(c, v, a) <= 0;
-    if (jstr_eq(name, "gt") || jstr_eq(name, "greaterthan")) return jv_compare(c, v, a) > 0;
-    if (jstr_eq(name, "ge")) return jv_compare(c, v, a) >= 0;
+        return fx_jv_equal(v, a);
+    if (jstr_eq(name, "ne") || jstr_eq(name, "!=")) return !fx_jv_equal(v, a);
+    if (jstr_eq(name, "lt") || jstr_eq(name, "lessthan")) return fx_jv_compare(c, v, a) < 0;
+    if (jstr_eq(name, "le")) return fx_jv_compare(c, v, a) <= 0;
+    if (jstr_eq(name, "gt") || jstr_eq(name, "greaterthan")) return fx_jv_compare(c, v, a) > 0;
+    if (jstr_eq(name, "ge")) return fx_jv_compare(c, v, a) >= 0;
     if (jstr_eq(name, "in")) {
         if (a->t == JV_STR && v->t == JV_STR)
             return find_sub(a->u.s, 0, v->u.s) != NULL;
         if (a->t == JV_LIST) {
             for (size_t i = 0; i < a->u.l->n; i++)
-                if (jv_equal(&a->u.l->v[i], v)) return true;
+                if (fx_jv_equal(&a->u.l->v[i], v)) return true;
             return false;
         }
-        if (a->t == JV_DICT) return jdict_get(a->u.d, *v) != NULL;
-        jfail(c, FX_ERR_BAD_TEMPLATE, "'in' test on %s", jv_typename(a));
+        if (a->t == JV_DICT) return fx_jdict_get(a->u.d, *v) != NULL;
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'in' test on %s", fx_jv_typename(a));
     }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "no test named '%.*s'", (int)name.n, name.p);
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "no test named '%.*s'", (int)name.n, name.p);
 }
 
 /* ---- globals ---- */
@@ -472,7 +472,7 @@ bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n) {
 static void put_num(jctx *c, jout *o, int v, int width, bool pad) {
     char b[16];
     snprintf(b, sizeof b, pad ? "%0*d" : "%*d", pad ? width : 0, v);
-    jout_put(c, o, b, strlen(b));
+    fx_jout_put(c, o, b, strlen(b));
 }
 
 /* datetime.strftime for the directives templates use, in the C locale's
@@ -485,11 +485,11 @@ static jv strftime_now(jctx *c, jstr fmt) {
         "Wednesday", "Thursday", "Friday", "Saturday" };
     time_t t = (time_t)c->now;
     struct tm tm;
-    if (!gmtime_r(&t, &tm)) jfail(c, FX_ERR_BAD_TEMPLATE, "bad clock value");
+    if (!gmtime_r(&t, &tm)) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "bad clock value");
     jout o = { 0 };
     for (size_t i = 0; i < fmt.n; i++) {
         if (fmt.p[i] != '%' || i + 1 >= fmt.n) {
-            jout_put(c, &o, fmt.p + i, 1);
+            fx_jout_put(c, &o, fmt.p + i, 1);
             continue;
         }
         char d = fmt.p[++i];
@@ -504,70 +504,70 @@ static jv strftime_now(jctx *c, jstr fmt) {
         case 'M': put_num(c, &o, tm.tm_min, 2, pad); break;
         case 'S': put_num(c, &o, tm.tm_sec, 2, pad); break;
         case 'j': put_num(c, &o, tm.tm_yday + 1, 3, pad); break;
-        case 'b': jout_put(c, &o, months[tm.tm_mon], 3); break;
-        case 'B': jout_put(c, &o, months[tm.tm_mon], strlen(months[tm.tm_mon])); break;
-        case 'a': jout_put(c, &o, days[tm.tm_wday], 3); break;
-        case 'A': jout_put(c, &o, days[tm.tm_wday], strlen(days[tm.tm_wday])); break;
-        case '%': jout_put(c, &o, "%", 1); break;
-        default: jout_put(c, &o, fmt.p + i - 1, 2); break;
+        case 'b': fx_jout_put(c, &o, months[tm.tm_mon], 3); break;
+        case 'B': fx_jout_put(c, &o, months[tm.tm_mon], strlen(months[tm.tm_mon])); break;
+        case 'a': fx_jout_put(c, &o, days[tm.tm_wday], 3); break;
+        case 'A': fx_jout_put(c, &o, days[tm.tm_wday], strlen(days[tm.tm_wday])); break;
+        case '%': fx_jout_put(c, &o, "%", 1); break;
+        default: fx_jout_put(c, &o, fmt.p + i - 1, 2); break;
         }
     }
-    return jmkstr(&o);
+    return fx_jmkstr(&o);
 }
 
-jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
+jv fx_jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
                  const jv *kwv, size_t nkw) {
     switch ((jfunc)fn) {
     case JF_RANGE: {
         int64_t start = 0, stop, step = 1;
         for (size_t i = 0; i < n; i++)
             if (!jv_is_intlike(&args[i]))
-                jfail(c, FX_ERR_BAD_TEMPLATE, "range() needs integers");
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "range() needs integers");
         if (n == 1) stop = jv_as_int(&args[0]);
         else if (n == 2 || n == 3) {
             start = jv_as_int(&args[0]);
             stop = jv_as_int(&args[1]);
             if (n == 3) step = jv_as_int(&args[2]);
         } else {
-            jfail(c, FX_ERR_BAD_TEMPLATE, "range() takes 1 to 3 arguments");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "range() takes 1 to 3 arguments");
         }
-        if (step == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "range() step is zero");
+        if (step == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "range() step is zero");
         double count = step > 0 ? ceil(((double)stop - (double)start) / (double)step)
                                 : ceil(((double)start - (double)stop) / (double)-step);
         if (count > SANDBOX_MAX_RANGE)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "range() of more than %d items "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "range() of more than %d items "
                   "(the sandbox's limit)", SANDBOX_MAX_RANGE);
-        jv out = jv_newlist(c, count > 0 ? (size_t)count : 0);
+        jv out = fx_jv_newlist(c, count > 0 ? (size_t)count : 0);
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-            jstep(c, 1);
-            jlist_push(c, out.u.l, jv_int(i));
+            fx_jstep(c, 1);
+            fx_jlist_push(c, out.u.l, fx_jv_int(i));
         }
         return out;
     }
     case JF_NAMESPACE: case JF_DICT: {
-        jv d = jv_newdict(c, nkw);
+        jv d = fx_jv_newdict(c, nkw);
         d.u.d->ns = fn == JF_NAMESPACE;
         if (n == 1 && args[0].t == JV_DICT)
             for (size_t i = 0; i < args[0].u.d->n; i++)
-                jdict_set(c, d.u.d, args[0].u.d->k[i], args[0].u.d->v[i]);
+                fx_jdict_set(c, d.u.d, args[0].u.d->k[i], args[0].u.d->v[i]);
         else if (n)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "namespace()/dict() take keyword "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "namespace()/dict() take keyword "
                   "arguments");
         for (size_t i = 0; i < nkw; i++)
-            jdict_set(c, d.u.d, jv_str(kwn[i].p, kwn[i].n), kwv[i]);
+            fx_jdict_set(c, d.u.d, fx_jv_str(kwn[i].p, kwn[i].n), kwv[i]);
         return d;
     }
     case JF_RAISE: {
-        jstr m = n ? jv_to_str(c, &args[0]) : (jstr){ "", 0 };
-        jfail(c, FX_ERR_BAD_TEMPLATE, "the template raised an exception: %.*s",
+        jstr m = n ? fx_jv_to_str(c, &args[0]) : (jstr){ "", 0 };
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "the template raised an exception: %.*s",
               (int)(m.n > 300 ? 300 : m.n), m.p);
     }
     case JF_STRFTIME:
         if (n != 1 || args[0].t != JV_STR)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "strftime_now() takes a format "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "strftime_now() takes a format "
                   "string");
         return strftime_now(c, args[0].u.s);
     default:
-        jfail(c, FX_ERR_BAD_TEMPLATE, "not callable");
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "not callable");
     }
 }

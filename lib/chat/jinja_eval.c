@@ -1,5 +1,5 @@
 /*
- * jinja evaluation: statements and expressions over the tree jparse
+ * jinja evaluation: statements and expressions over the tree fx_jparse
  * builds, with jinja2's scoping (a for-loop iteration and a macro call get
  * their own scope; `set` writes the innermost one; namespace() objects
  * carry values out), Python's operator semantics on ints, floats, strings
@@ -14,14 +14,14 @@
 
 /* ---- scopes ---- */
 
-jscope *jscope_new(jctx *c, jscope *parent) {
-    jscope *s = jalloc(c, sizeof *s);
+jscope *fx_jscope_new(jctx *c, jscope *parent) {
+    jscope *s = fx_jalloc(c, sizeof *s);
     memset(s, 0, sizeof *s);
     s->parent = parent;
     return s;
 }
 
-void jscope_set(jctx *c, jscope *sc, jstr name, jv v) {
+void fx_jscope_set(jctx *c, jscope *sc, jstr name, jv v) {
     for (size_t i = 0; i < sc->n; i++) {
         if (sc->names[i].n == name.n &&
             memcmp(sc->names[i].p, name.p, name.n) == 0) {
@@ -31,8 +31,8 @@ void jscope_set(jctx *c, jscope *sc, jstr name, jv v) {
     }
     if (sc->n == sc->cap) {
         size_t cap = sc->cap ? sc->cap * 2 : 8;
-        jstr *nn = jalloc(c, cap * sizeof *nn);
-        jv *nv = jalloc(c, cap * sizeof *nv);
+        jstr *nn = fx_jalloc(c, cap * sizeof *nn);
+        jv *nv = fx_jalloc(c, cap * sizeof *nv);
         if (sc->n) {
             memcpy(nn, sc->names, sc->n * sizeof *nn);
             memcpy(nv, sc->vals, sc->n * sizeof *nv);
@@ -71,16 +71,16 @@ static jv name_value(jctx *c, const jscope *sc, jstr name) {
             return f;
         }
     }
-    return jv_undef(name);
+    return fx_jv_undef(name);
 }
 
 /* ---- helpers ---- */
 
 _Noreturn static void undefined_error(jctx *c, const jv *v) {
     if (v->u.s.n)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "'%.*s' is undefined", (int)v->u.s.n,
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%.*s' is undefined", (int)v->u.s.n,
               v->u.s.p);
-    jfail(c, FX_ERR_BAD_TEMPLATE, "a value is undefined");
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "a value is undefined");
 }
 
 /* a OP b on int64 with Python's result, or an error where Python would
@@ -90,8 +90,8 @@ static jv int_op(jctx *c, jop op, int64_t a, int64_t b) {
     bool overflow = op == OP_ADD ? __builtin_add_overflow(a, b, &r)
                   : op == OP_SUB ? __builtin_sub_overflow(a, b, &r)
                                  : __builtin_mul_overflow(a, b, &r);
-    if (overflow) jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
-    return jv_int(r);
+    if (overflow) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
+    return fx_jv_int(r);
 }
 
 static bool numeric(const jv *v) {
@@ -113,21 +113,21 @@ static jv repeat(jctx *c, const jv *seq, int64_t k) {
     if (seq->t == JV_STR) {
         size_t n = seq->u.s.n;
         if (n && (uint64_t)k > c->arena.cap / n)
-            jfail(c, FX_ERR_TOO_LARGE, "a repeated string would exceed the "
+            fx_jfail(c, FX_ERR_TOO_LARGE, "a repeated string would exceed the "
                   "memory cap of %zu bytes", c->arena.cap);
         jout o = { 0 };
-        for (int64_t i = 0; i < k; i++) jout_put(c, &o, seq->u.s.p, n);
-        jstr s = jout_str(&o);
-        return jv_str(s.p, s.n);
+        for (int64_t i = 0; i < k; i++) fx_jout_put(c, &o, seq->u.s.p, n);
+        jstr s = fx_jout_str(&o);
+        return fx_jv_str(s.p, s.n);
     }
     size_t n = seq->u.l->n;
     if (n && (uint64_t)k > c->arena.cap / (n * sizeof(jv)))
-        jfail(c, FX_ERR_TOO_LARGE, "a repeated list would exceed the memory "
+        fx_jfail(c, FX_ERR_TOO_LARGE, "a repeated list would exceed the memory "
               "cap of %zu bytes", c->arena.cap);
-    jv out = jv_newlist(c, n * (size_t)k);
+    jv out = fx_jv_newlist(c, n * (size_t)k);
     for (int64_t i = 0; i < k; i++) {
-        jstep(c, n);
-        for (size_t j = 0; j < n; j++) jlist_push(c, out.u.l, seq->u.l->v[j]);
+        fx_jstep(c, n);
+        for (size_t j = 0; j < n; j++) fx_jlist_push(c, out.u.l, seq->u.l->v[j]);
     }
     return out;
 }
@@ -141,79 +141,79 @@ static jv percent_format(jctx *c, const jv *fmt, const jv *args) {
     jout o = { 0 };
     jstr f = fmt->u.s;
     for (size_t i = 0; i < f.n; i++) {
-        if (f.p[i] != '%') { jout_put(c, &o, f.p + i, 1); continue; }
-        if (++i >= f.n) jfail(c, FX_ERR_BAD_TEMPLATE, "incomplete format");
+        if (f.p[i] != '%') { fx_jout_put(c, &o, f.p + i, 1); continue; }
+        if (++i >= f.n) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "incomplete format");
         char conv = f.p[i];
-        if (conv == '%') { jout_put(c, &o, "%", 1); continue; }
+        if (conv == '%') { fx_jout_put(c, &o, "%", 1); continue; }
         if (used >= nargs)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "not enough arguments for format "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "not enough arguments for format "
                   "string");
         const jv *a = &list[used++];
         if (conv == 's') {
-            jstr s = jv_to_str(c, a);
-            jout_put(c, &o, s.p, s.n);
+            jstr s = fx_jv_to_str(c, a);
+            fx_jout_put(c, &o, s.p, s.n);
         } else if (conv == 'r') {
-            jv_repr(c, &o, a);
+            fx_jv_repr(c, &o, a);
         } else if ((conv == 'd' || conv == 'i') && numeric(a)) {
-            jv iv = jv_int(a->t == JV_FLOAT ? (int64_t)a->u.f : as_int(a));
-            jstr s = jv_to_str(c, &iv);
-            jout_put(c, &o, s.p, s.n);
+            jv iv = fx_jv_int(a->t == JV_FLOAT ? (int64_t)a->u.f : as_int(a));
+            jstr s = fx_jv_to_str(c, &iv);
+            fx_jout_put(c, &o, s.p, s.n);
         } else {
-            jfail(c, FX_ERR_BAD_TEMPLATE, "unsupported format '%%%c' for %s",
-                  conv, jv_typename(a));
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "unsupported format '%%%c' for %s",
+                  conv, fx_jv_typename(a));
         }
     }
     if (used < nargs)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "not all arguments converted during "
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "not all arguments converted during "
               "string formatting");
-    jstr s = jout_str(&o);
-    return jv_str(s.p, s.n);
+    jstr s = fx_jout_str(&o);
+    return fx_jv_str(s.p, s.n);
 }
 
 static bool contains(jctx *c, const jv *hay, const jv *needle) {
     switch (hay->t) {
     case JV_STR:
         if (needle->t != JV_STR)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "'in <string>' requires string as "
-                  "left operand, not %s", jv_typename(needle));
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'in <string>' requires string as "
+                  "left operand, not %s", fx_jv_typename(needle));
         if (needle->u.s.n == 0) return true;
         for (size_t i = 0; i + needle->u.s.n <= hay->u.s.n; i++)
             if (memcmp(hay->u.s.p + i, needle->u.s.p, needle->u.s.n) == 0)
                 return true;
         return false;
     case JV_LIST:
-        jstep(c, hay->u.l->n / 8);
+        fx_jstep(c, hay->u.l->n / 8);
         for (size_t i = 0; i < hay->u.l->n; i++)
-            if (jv_equal(&hay->u.l->v[i], needle)) return true;
+            if (fx_jv_equal(&hay->u.l->v[i], needle)) return true;
         return false;
     case JV_DICT:
-        return jdict_get(hay->u.d, *needle) != NULL;
+        return fx_jdict_get(hay->u.d, *needle) != NULL;
     case JV_UNDEF:
         return false;
     default:
-        jfail(c, FX_ERR_BAD_TEMPLATE, "argument of type '%s' is not "
-              "iterable", jv_typename(hay));
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "argument of type '%s' is not "
+              "iterable", fx_jv_typename(hay));
     }
 }
 
 static jv binop(jctx *c, jop op, const jv *a, const jv *b) {
     if (op == OP_CONCAT) {
-        jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
+        jstr x = fx_jv_to_str(c, a), y = fx_jv_to_str(c, b);
         jout o = { 0 };
-        jout_put(c, &o, x.p, x.n);
-        jout_put(c, &o, y.p, y.n);
-        jstr s = jout_str(&o);
-        return jv_str(s.p, s.n);
+        fx_jout_put(c, &o, x.p, x.n);
+        fx_jout_put(c, &o, y.p, y.n);
+        jstr s = fx_jout_str(&o);
+        return fx_jv_str(s.p, s.n);
     }
-    if (op == OP_EQ) return jv_bool(jv_equal(a, b));
-    if (op == OP_NE) return jv_bool(!jv_equal(a, b));
-    if (op == OP_IN) return jv_bool(contains(c, b, a));
-    if (op == OP_NOTIN) return jv_bool(!contains(c, b, a));
+    if (op == OP_EQ) return fx_jv_bool(fx_jv_equal(a, b));
+    if (op == OP_NE) return fx_jv_bool(!fx_jv_equal(a, b));
+    if (op == OP_IN) return fx_jv_bool(contains(c, b, a));
+    if (op == OP_NOTIN) return fx_jv_bool(!contains(c, b, a));
     if (a->t == JV_UNDEF) undefined_error(c, a);
     if (b->t == JV_UNDEF) undefined_error(c, b);
     if (op >= OP_LT && op <= OP_GE) {
-        int k = jv_compare(c, a, b);
-        return jv_bool(op == OP_LT ? k < 0 : op == OP_LE ? k <= 0
+        int k = fx_jv_compare(c, a, b);
+        return fx_jv_bool(op == OP_LT ? k < 0 : op == OP_LE ? k <= 0
                        : op == OP_GT ? k > 0 : k >= 0);
     }
     bool ints = (a->t == JV_INT || a->t == JV_BOOL) &&
@@ -224,58 +224,58 @@ static jv binop(jctx *c, jop op, const jv *a, const jv *b) {
         switch (op) {
         case OP_ADD:
             if (ints) return int_op(c, op, i, j);
-            return jv_float(x + y);
+            return fx_jv_float(x + y);
         case OP_SUB:
             if (ints) return int_op(c, op, i, j);
-            return jv_float(x - y);
+            return fx_jv_float(x - y);
         case OP_MUL:
             if (ints) return int_op(c, op, i, j);
-            return jv_float(x * y);
+            return fx_jv_float(x * y);
         case OP_DIV:
-            if (y == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
-            return jv_float(x / y);
+            if (y == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
+            return fx_jv_float(x / y);
         case OP_FLOORDIV: case OP_MOD:
             if (ints) {
-                if (j == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
+                if (j == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
                 if (i == INT64_MIN && j == -1)
-                    jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
+                    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
                 int64_t q = i / j, m = i % j;
                 if (m != 0 && ((m < 0) != (j < 0))) { q--; m += j; }
-                return jv_int(op == OP_MOD ? m : q);
+                return fx_jv_int(op == OP_MOD ? m : q);
             }
-            if (y == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
-            if (op == OP_FLOORDIV) return jv_float(floor(x / y));
+            if (y == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "division by zero");
+            if (op == OP_FLOORDIV) return fx_jv_float(floor(x / y));
             double m = fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
-            return jv_float(m);
+            return fx_jv_float(m);
         case OP_POW:
             if (ints && j >= 0) {
                 int64_t acc = 1;
                 for (int64_t k = 0; k < j; k++) {
-                    jstep(c, 1);
+                    fx_jstep(c, 1);
                     if (__builtin_mul_overflow(acc, i, &acc))
-                        jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
+                        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
                     if (acc == 0 || acc == 1) break;
                 }
-                return jv_int(acc);
+                return fx_jv_int(acc);
             }
-            return jv_float(pow(x, y));
+            return fx_jv_float(pow(x, y));
         default:
             break;
         }
     }
     if (op == OP_ADD && a->t == JV_STR && b->t == JV_STR) {
         jout o = { 0 };
-        jout_put(c, &o, a->u.s.p, a->u.s.n);
-        jout_put(c, &o, b->u.s.p, b->u.s.n);
-        jstr s = jout_str(&o);
-        return jv_str(s.p, s.n);
+        fx_jout_put(c, &o, a->u.s.p, a->u.s.n);
+        fx_jout_put(c, &o, b->u.s.p, b->u.s.n);
+        jstr s = fx_jout_str(&o);
+        return fx_jv_str(s.p, s.n);
     }
     if (op == OP_ADD && a->t == JV_LIST && b->t == JV_LIST) {
-        jv out = jv_newlist(c, a->u.l->n + b->u.l->n);
-        for (size_t i = 0; i < a->u.l->n; i++) jlist_push(c, out.u.l, a->u.l->v[i]);
-        for (size_t i = 0; i < b->u.l->n; i++) jlist_push(c, out.u.l, b->u.l->v[i]);
-        jstep(c, out.u.l->n / 8);
+        jv out = fx_jv_newlist(c, a->u.l->n + b->u.l->n);
+        for (size_t i = 0; i < a->u.l->n; i++) fx_jlist_push(c, out.u.l, a->u.l->v[i]);
+        for (size_t i = 0; i < b->u.l->n; i++) fx_jlist_push(c, out.u.l, b->u.l->v[i]);
+        fx_jstep(c, out.u.l->n / 8);
         return out;
     }
     if (op == OP_MUL && (a->t == JV_STR || a->t == JV_LIST) &&
@@ -286,9 +286,9 @@ static jv binop(jctx *c, jop op, const jv *a, const jv *b) {
         return repeat(c, b, as_int(a));
     if (op == OP_MOD && a->t == JV_STR) return percent_format(c, a, b);
     static const char *const names[] = { "+", "-", "*", "/", "//", "%", "**" };
-    jfail(c, FX_ERR_BAD_TEMPLATE, "unsupported operand type(s) for %s: '%s' "
-          "and '%s'", op <= OP_POW ? names[op] : "?", jv_typename(a),
-          jv_typename(b));
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "unsupported operand type(s) for %s: '%s' "
+          "and '%s'", op <= OP_POW ? names[op] : "?", fx_jv_typename(a),
+          fx_jv_typename(b));
 }
 
 /* Byte offset of character k in s (k <= characters in s). */
@@ -302,10 +302,10 @@ static size_t char_offset(jstr s, size_t k) {
 static int64_t slice_bound(jctx *c, jscope *sc, const jnode *n, int64_t dflt,
                            int64_t len, bool neg_step) {
     if (!n) return dflt;
-    jv v = jeval(c, sc, n);
+    jv v = fx_jeval(c, sc, n);
     if (v.t == JV_NONE) return dflt;
     if (v.t != JV_INT && v.t != JV_BOOL)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "slice indices must be integers");
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "slice indices must be integers");
     int64_t i = as_int(&v);
     if (i < 0) {
         i += len;
@@ -317,21 +317,21 @@ static int64_t slice_bound(jctx *c, jscope *sc, const jnode *n, int64_t dflt,
 }
 
 static jv slice(jctx *c, jscope *sc, const jnode *n) {
-    jv obj = jeval(c, sc, n->a);
+    jv obj = fx_jeval(c, sc, n->a);
     if (obj.t == JV_UNDEF) undefined_error(c, &obj);
     /* jinja2's getitem turns a TypeError into undefined. */
-    if (obj.t != JV_STR && obj.t != JV_LIST) return jv_undef((jstr){ "", 0 });
+    if (obj.t != JV_STR && obj.t != JV_LIST) return fx_jv_undef((jstr){ "", 0 });
     int64_t step = 1;
     if (n->d) {
-        jv s = jeval(c, sc, n->d);
+        jv s = fx_jeval(c, sc, n->d);
         if (s.t != JV_NONE) {
             if (s.t != JV_INT)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "slice step must be an integer");
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "slice step must be an integer");
             step = s.u.i;
         }
     }
-    if (step == 0) jfail(c, FX_ERR_BAD_TEMPLATE, "slice step cannot be zero");
-    int64_t len = obj.t == JV_STR ? (int64_t)jutf8_len(obj.u.s.p, obj.u.s.n)
+    if (step == 0) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "slice step cannot be zero");
+    int64_t len = obj.t == JV_STR ? (int64_t)fx_jutf8_len(obj.u.s.p, obj.u.s.n)
                                   : (int64_t)obj.u.l->n;
     bool neg = step < 0;
     int64_t start = slice_bound(c, sc, n->b, neg ? len - 1 : 0, len, neg);
@@ -340,23 +340,23 @@ static jv slice(jctx *c, jscope *sc, const jnode *n) {
         if (stop < start) stop = start;
         size_t from = char_offset(obj.u.s, (size_t)start);
         size_t to = char_offset(obj.u.s, (size_t)stop);
-        return jv_str(obj.u.s.p + from, to - from);
+        return fx_jv_str(obj.u.s.p + from, to - from);
     }
-    jv out = jv_newlist(c, 0);
+    jv out = fx_jv_newlist(c, 0);
     jout o = { 0 };
     for (int64_t i = start; neg ? i > stop : i < stop; i += step) {
-        jstep(c, 1);
+        fx_jstep(c, 1);
         if (obj.t == JV_LIST) {
-            jlist_push(c, out.u.l, obj.u.l->v[i]);
+            fx_jlist_push(c, out.u.l, obj.u.l->v[i]);
         } else {
             size_t from = char_offset(obj.u.s, (size_t)i);
             size_t to = char_offset(obj.u.s, (size_t)i + 1);
-            jout_put(c, &o, obj.u.s.p + from, to - from);
+            fx_jout_put(c, &o, obj.u.s.p + from, to - from);
         }
     }
     if (obj.t == JV_LIST) return out;
-    jstr s = jout_str(&o);
-    return jv_str(s.p, s.n);
+    jstr s = fx_jout_str(&o);
+    return fx_jv_str(s.p, s.n);
 }
 
 /* ---- calls ---- */
@@ -372,16 +372,16 @@ typedef struct args {
 static args eval_args(jctx *c, jscope *sc, const jnode *call) {
     args a = { 0 };
     size_t k = call->nkids ? call->nkids : 1;
-    a.pos = jalloc(c, k * sizeof(jv));
-    a.kwn = jalloc(c, k * sizeof(jstr));
-    a.kwv = jalloc(c, k * sizeof(jv));
+    a.pos = fx_jalloc(c, k * sizeof(jv));
+    a.kwn = fx_jalloc(c, k * sizeof(jstr));
+    a.kwv = fx_jalloc(c, k * sizeof(jv));
     for (size_t i = 0; i < call->nkids; i++) {
         const jnode *x = call->kids[i];
         if (x->kind == E_KWARG) {
             a.kwn[a.nkw] = x->name;
-            a.kwv[a.nkw++] = jeval(c, sc, x->a);
+            a.kwv[a.nkw++] = fx_jeval(c, sc, x->a);
         } else {
-            a.pos[a.n++] = jeval(c, sc, x);
+            a.pos[a.n++] = fx_jeval(c, sc, x);
         }
     }
     return a;
@@ -391,26 +391,26 @@ static jv call_macro(jctx *c, const jnode *m, const jv *pos, size_t n,
                      const jstr *kwn, const jv *kwv, size_t nkw,
                      const jv *caller) {
     if (++c->depth > c->lim->max_depth)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "macro calls nested more than %u deep "
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "macro calls nested more than %u deep "
               "(unbounded recursion?)", (unsigned)c->lim->max_depth);
-    jscope *sc = jscope_new(c, c->top);
-    jv varargs = jv_newlist(c, 0);
+    jscope *sc = fx_jscope_new(c, c->top);
+    jv varargs = fx_jv_newlist(c, 0);
     varargs.tuple = JV_TUPLE;
     for (size_t i = 0; i < n; i++) {
-        if (i < m->nkids) jscope_set(c, sc, m->kids[i]->name, pos[i]);
-        else jlist_push(c, varargs.u.l, pos[i]);
+        if (i < m->nkids) fx_jscope_set(c, sc, m->kids[i]->name, pos[i]);
+        else fx_jlist_push(c, varargs.u.l, pos[i]);
     }
-    jv kwargs = jv_newdict(c, 0);
+    jv kwargs = fx_jv_newdict(c, 0);
     for (size_t k = 0; k < nkw; k++) {
         bool found = false;
         for (size_t i = 0; i < m->nkids; i++) {
             if (m->kids[i]->name.n == kwn[k].n &&
                 memcmp(m->kids[i]->name.p, kwn[k].p, kwn[k].n) == 0) {
-                jscope_set(c, sc, kwn[k], kwv[k]);
+                fx_jscope_set(c, sc, kwn[k], kwv[k]);
                 found = true;
             }
         }
-        if (!found) jdict_set(c, kwargs.u.d, jv_str(kwn[k].p, kwn[k].n), kwv[k]);
+        if (!found) fx_jdict_set(c, kwargs.u.d, fx_jv_str(kwn[k].p, kwn[k].n), kwv[k]);
     }
     for (size_t i = n; i < m->nkids; i++) {
         const jnode *p = m->kids[i];
@@ -419,58 +419,58 @@ static jv call_macro(jctx *c, const jnode *m, const jv *pos, size_t n,
             if (kwn[k].n == p->name.n && memcmp(kwn[k].p, p->name.p, p->name.n) == 0)
                 given = true;
         if (!given)
-            jscope_set(c, sc, p->name, p->a ? jeval(c, sc, p->a)
-                                             : jv_undef(p->name));
+            fx_jscope_set(c, sc, p->name, p->a ? fx_jeval(c, sc, p->a)
+                                             : fx_jv_undef(p->name));
     }
-    jscope_set(c, sc, (jstr){ "varargs", 7 }, varargs);
-    jscope_set(c, sc, (jstr){ "kwargs", 6 }, kwargs);
-    if (caller) jscope_set(c, sc, (jstr){ "caller", 6 }, *caller);
+    fx_jscope_set(c, sc, (jstr){ "varargs", 7 }, varargs);
+    fx_jscope_set(c, sc, (jstr){ "kwargs", 6 }, kwargs);
+    if (caller) fx_jscope_set(c, sc, (jstr){ "caller", 6 }, *caller);
     jout o = { 0 };
     jout *saved = c->out;
     uint32_t loops = c->loops;
     c->out = &o;
     c->loops = 0;
-    jexec(c, sc, m->b);
+    fx_jexec(c, sc, m->b);
     c->out = saved;
     c->loops = loops;
     c->depth--;
-    jstr s = jout_str(&o);
-    return jv_str(s.p, s.n);
+    jstr s = fx_jout_str(&o);
+    return fx_jv_str(s.p, s.n);
 }
 
-jv jcall_value(jctx *c, jscope *sc, const jv *fn, const jv *pos, size_t n,
+jv fx_jcall_value(jctx *c, jscope *sc, const jv *fn, const jv *pos, size_t n,
                const jstr *kwn, const jv *kwv, size_t nkw) {
     (void)sc;
-    jstep(c, 1);
+    fx_jstep(c, 1);
     if (fn->t == JV_MACRO) return call_macro(c, fn->u.m, pos, n, kwn, kwv, nkw, NULL);
-    if (fn->t == JV_FUNC) return jcall_builtin(c, fn->u.fn, pos, n, kwn, kwv, nkw);
+    if (fn->t == JV_FUNC) return fx_jcall_builtin(c, fn->u.fn, pos, n, kwn, kwv, nkw);
     if (fn->t == JV_UNDEF) undefined_error(c, fn);
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not callable",
-          jv_typename(fn));
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not callable",
+          fx_jv_typename(fn));
 }
 
 static jv eval_call(jctx *c, jscope *sc, const jnode *n) {
     if (n->a->kind == E_ATTR) {
-        jv obj = jeval(c, sc, n->a->a);
+        jv obj = fx_jeval(c, sc, n->a->a);
         args a = eval_args(c, sc, n);
         c->at = n;
         jv result;
         if (obj.t == JV_UNDEF) undefined_error(c, &obj);
-        if (jmethod(c, &obj, n->a->name, a.pos, a.n, a.kwn, a.kwv, a.nkw, &result))
+        if (fx_jmethod(c, &obj, n->a->name, a.pos, a.n, a.kwn, a.kwv, a.nkw, &result))
             return result;
-        jv fn = jgetattr(c, &obj, n->a->name);
-        return jcall_value(c, sc, &fn, a.pos, a.n, a.kwn, a.kwv, a.nkw);
+        jv fn = fx_jgetattr(c, &obj, n->a->name);
+        return fx_jcall_value(c, sc, &fn, a.pos, a.n, a.kwn, a.kwv, a.nkw);
     }
-    jv fn = jeval(c, sc, n->a);
+    jv fn = fx_jeval(c, sc, n->a);
     args a = eval_args(c, sc, n);
     c->at = n;
-    return jcall_value(c, sc, &fn, a.pos, a.n, a.kwn, a.kwv, a.nkw);
+    return fx_jcall_value(c, sc, &fn, a.pos, a.n, a.kwn, a.kwv, a.nkw);
 }
 
 /* ---- expressions ---- */
 
-jv jeval(jctx *c, jscope *sc, const jnode *n) {
-    jstep(c, 1);
+jv fx_jeval(jctx *c, jscope *sc, const jnode *n) {
+    fx_jstep(c, 1);
     c->at = n;
     switch ((jkind)n->kind) {
     case E_LIT:
@@ -478,87 +478,87 @@ jv jeval(jctx *c, jscope *sc, const jnode *n) {
     case E_NAME:
         return name_value(c, sc, n->name);
     case E_LIST: case E_TUPLE: {
-        jv out = jv_newlist(c, n->nkids);
+        jv out = fx_jv_newlist(c, n->nkids);
         out.tuple = n->kind == E_TUPLE ? JV_TUPLE : 0;
         for (size_t i = 0; i < n->nkids; i++)
-            jlist_push(c, out.u.l, jeval(c, sc, n->kids[i]));
+            fx_jlist_push(c, out.u.l, fx_jeval(c, sc, n->kids[i]));
         return out;
     }
     case E_DICT: {
-        jv out = jv_newdict(c, n->nkids / 2);
+        jv out = fx_jv_newdict(c, n->nkids / 2);
         for (size_t i = 0; i + 1 < n->nkids; i += 2) {
-            jv k = jeval(c, sc, n->kids[i]);
-            jv v = jeval(c, sc, n->kids[i + 1]);
-            jdict_set(c, out.u.d, k, v);
+            jv k = fx_jeval(c, sc, n->kids[i]);
+            jv v = fx_jeval(c, sc, n->kids[i + 1]);
+            fx_jdict_set(c, out.u.d, k, v);
         }
         return out;
     }
     case E_ATTR: {
-        jv obj = jeval(c, sc, n->a);
+        jv obj = fx_jeval(c, sc, n->a);
         c->at = n;
-        return jgetattr(c, &obj, n->name);
+        return fx_jgetattr(c, &obj, n->name);
     }
     case E_INDEX: {
-        jv obj = jeval(c, sc, n->a);
-        jv key = jeval(c, sc, n->b);
+        jv obj = fx_jeval(c, sc, n->a);
+        jv key = fx_jeval(c, sc, n->b);
         c->at = n;
-        return jgetitem(c, &obj, &key);
+        return fx_jgetitem(c, &obj, &key);
     }
     case E_SLICE:
         return slice(c, sc, n);
     case E_CALL:
         return eval_call(c, sc, n);
     case E_FILTER: {
-        jv v = jeval(c, sc, n->a);
+        jv v = fx_jeval(c, sc, n->a);
         args a = eval_args(c, sc, n);
         c->at = n;
-        return jfilter(c, sc, n->name, &v, a.pos, a.n, a.kwn, a.kwv, a.nkw);
+        return fx_jfilter(c, sc, n->name, &v, a.pos, a.n, a.kwn, a.kwv, a.nkw);
     }
     case E_TEST: {
-        jv v = jeval(c, sc, n->a);
+        jv v = fx_jeval(c, sc, n->a);
         args a = eval_args(c, sc, n);
         c->at = n;
-        bool r = jtest(c, n->name, &v, a.pos, a.n);
-        return jv_bool(n->op ? !r : r);
+        bool r = fx_jtest(c, n->name, &v, a.pos, a.n);
+        return fx_jv_bool(n->op ? !r : r);
     }
     case E_NEG: case E_POS: {
-        jv v = jeval(c, sc, n->a);
+        jv v = fx_jeval(c, sc, n->a);
         c->at = n;
         if (v.t == JV_UNDEF) undefined_error(c, &v);
         if (!numeric(&v))
-            jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand type for unary %s: "
-                  "'%s'", n->kind == E_NEG ? "-" : "+", jv_typename(&v));
-        if (n->kind == E_POS) return v.t == JV_BOOL ? jv_int(v.u.b) : v;
-        if (v.t == JV_FLOAT) return jv_float(-v.u.f);
-        if (as_int(&v) == INT64_MIN) jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
-        return jv_int(-as_int(&v));
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand type for unary %s: "
+                  "'%s'", n->kind == E_NEG ? "-" : "+", fx_jv_typename(&v));
+        if (n->kind == E_POS) return v.t == JV_BOOL ? fx_jv_int(v.u.b) : v;
+        if (v.t == JV_FLOAT) return fx_jv_float(-v.u.f);
+        if (as_int(&v) == INT64_MIN) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "integer overflow");
+        return fx_jv_int(-as_int(&v));
     }
     case E_NOT: {
-        jv v = jeval(c, sc, n->a);
-        return jv_bool(!jv_truthy(&v));
+        jv v = fx_jeval(c, sc, n->a);
+        return fx_jv_bool(!fx_jv_truthy(&v));
     }
     case E_AND: {
-        jv v = jeval(c, sc, n->a);
-        return jv_truthy(&v) ? jeval(c, sc, n->b) : v;
+        jv v = fx_jeval(c, sc, n->a);
+        return fx_jv_truthy(&v) ? fx_jeval(c, sc, n->b) : v;
     }
     case E_OR: {
-        jv v = jeval(c, sc, n->a);
-        return jv_truthy(&v) ? v : jeval(c, sc, n->b);
+        jv v = fx_jeval(c, sc, n->a);
+        return fx_jv_truthy(&v) ? v : fx_jeval(c, sc, n->b);
     }
     case E_COND: {
-        jv cond = jeval(c, sc, n->a);
-        if (jv_truthy(&cond)) return jeval(c, sc, n->b);
-        if (n->c) return jeval(c, sc, n->c);
-        return jv_undef((jstr){ "", 0 });
+        jv cond = fx_jeval(c, sc, n->a);
+        if (fx_jv_truthy(&cond)) return fx_jeval(c, sc, n->b);
+        if (n->c) return fx_jeval(c, sc, n->c);
+        return fx_jv_undef((jstr){ "", 0 });
     }
     case E_BIN: {
-        jv a = jeval(c, sc, n->a);
-        jv b = jeval(c, sc, n->b);
+        jv a = fx_jeval(c, sc, n->a);
+        jv b = fx_jeval(c, sc, n->b);
         c->at = n;
         return binop(c, (jop)n->op, &a, &b);
     }
     default:
-        jfail(c, FX_ERR_BAD_TEMPLATE, "internal: not an expression");
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "internal: not an expression");
     }
 }
 
@@ -568,20 +568,20 @@ jv jeval(jctx *c, jscope *sc, const jnode *n) {
 static jv iterable_items(jctx *c, const jv *v) {
     switch (v->t) {
     case JV_LIST: return *v;
-    case JV_UNDEF: return jv_newlist(c, 0);
+    case JV_UNDEF: return fx_jv_newlist(c, 0);
     case JV_DICT: {
         if (v->u.d->ns) break;
-        jv out = jv_newlist(c, v->u.d->n);
-        for (size_t i = 0; i < v->u.d->n; i++) jlist_push(c, out.u.l, v->u.d->k[i]);
+        jv out = fx_jv_newlist(c, v->u.d->n);
+        for (size_t i = 0; i < v->u.d->n; i++) fx_jlist_push(c, out.u.l, v->u.d->k[i]);
         return out;
     }
     case JV_STR: {
-        jv out = jv_newlist(c, 0);
+        jv out = fx_jv_newlist(c, 0);
         jstr s = v->u.s;
         for (size_t i = 0; i < s.n;) {
             size_t j = i + 1;
             while (j < s.n && ((unsigned char)s.p[j] & 0xc0) == 0x80) j++;
-            jlist_push(c, out.u.l, jv_str(s.p + i, j - i));
+            fx_jlist_push(c, out.u.l, fx_jv_str(s.p + i, j - i));
             i = j;
         }
         return out;
@@ -589,100 +589,100 @@ static jv iterable_items(jctx *c, const jv *v) {
     default:
         break;
     }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable",
-          jv_typename(v));
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable",
+          fx_jv_typename(v));
 }
 
 static void bind_kids(jctx *c, jscope *sc, const jnode *n, const jv *item) {
     if (n->nkids == 1) {
-        jscope_set(c, sc, n->kids[0]->name, *item);
+        fx_jscope_set(c, sc, n->kids[0]->name, *item);
         return;
     }
     jv items = iterable_items(c, item);
     if (items.u.l->n != n->nkids)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "cannot unpack %zu values into %zu "
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "cannot unpack %zu values into %zu "
               "names", items.u.l->n, n->nkids);
     for (size_t i = 0; i < n->nkids; i++)
-        jscope_set(c, sc, n->kids[i]->name, items.u.l->v[i]);
+        fx_jscope_set(c, sc, n->kids[i]->name, items.u.l->v[i]);
 }
 
 static void exec_for(jctx *c, jscope *sc, const jnode *n) {
-    jv src = jeval(c, sc, n->a);
+    jv src = fx_jeval(c, sc, n->a);
     c->at = n;
     jv all = iterable_items(c, &src);
     jv items = all;
     /* One scope serves every iteration, emptied each time: nothing can
      * keep a reference to it (macros close over the template's top scope),
      * and a long loop then costs no memory per iteration. */
-    jscope *it = jscope_new(c, sc);
+    jscope *it = fx_jscope_new(c, sc);
     if (n->d) { /* `for x in y if cond`: loop.* count the kept items */
-        items = jv_newlist(c, 0);
+        items = fx_jv_newlist(c, 0);
         for (size_t i = 0; i < all.u.l->n; i++) {
             jscope *tmp = it;
             tmp->n = 0;
             bind_kids(c, tmp, n, &all.u.l->v[i]);
-            jv keep = jeval(c, tmp, n->d);
-            if (jv_truthy(&keep)) jlist_push(c, items.u.l, all.u.l->v[i]);
+            jv keep = fx_jeval(c, tmp, n->d);
+            if (fx_jv_truthy(&keep)) fx_jlist_push(c, items.u.l, all.u.l->v[i]);
         }
     }
-    jloop *lp = jalloc(c, sizeof *lp);
+    jloop *lp = fx_jalloc(c, sizeof *lp);
     lp->items = items.u.l;
     jv loopv = { .t = JV_LOOP };
     loopv.u.loop = lp;
     c->loops++;
     for (size_t i = 0; i < items.u.l->n; i++) {
-        jstep(c, 1);
+        fx_jstep(c, 1);
         it->n = 0;
         lp->index0 = i;
         bind_kids(c, it, n, &items.u.l->v[i]);
-        jscope_set(c, it, (jstr){ "loop", 4 }, loopv);
-        jexec(c, it, n->b);
+        fx_jscope_set(c, it, (jstr){ "loop", 4 }, loopv);
+        fx_jexec(c, it, n->b);
         int ctl = c->ctl;
         c->ctl = 0;
         if (ctl == 1) break;
     }
     c->loops--;
-    if (items.u.l->n == 0 && n->c) jexec(c, sc, n->c);
+    if (items.u.l->n == 0 && n->c) fx_jexec(c, sc, n->c);
 }
 
-void jexec(jctx *c, jscope *sc, const jnode *n) {
-    jstep(c, 1);
+void fx_jexec(jctx *c, jscope *sc, const jnode *n) {
+    fx_jstep(c, 1);
     c->at = n;
     switch ((jkind)n->kind) {
     case S_BLOCK:
-        for (size_t i = 0; i < n->nkids && !c->ctl; i++) jexec(c, sc, n->kids[i]);
+        for (size_t i = 0; i < n->nkids && !c->ctl; i++) fx_jexec(c, sc, n->kids[i]);
         return;
     case S_TEXT:
-        jout_put(c, c->out, n->lit.u.s.p, n->lit.u.s.n);
+        fx_jout_put(c, c->out, n->lit.u.s.p, n->lit.u.s.n);
         return;
     case S_OUT: {
-        jv v = jeval(c, sc, n->a);
-        jstr s = jv_to_str(c, &v);
-        jout_put(c, c->out, s.p, s.n);
+        jv v = fx_jeval(c, sc, n->a);
+        jstr s = fx_jv_to_str(c, &v);
+        fx_jout_put(c, c->out, s.p, s.n);
         return;
     }
     case S_IF: {
-        jv cond = jeval(c, sc, n->a);
-        if (jv_truthy(&cond)) jexec(c, sc, n->b);
-        else if (n->c) jexec(c, sc, n->c);
+        jv cond = fx_jeval(c, sc, n->a);
+        if (fx_jv_truthy(&cond)) fx_jexec(c, sc, n->b);
+        else if (n->c) fx_jexec(c, sc, n->c);
         return;
     }
     case S_FOR:
         exec_for(c, sc, n);
         return;
     case S_SET: {
-        jv v = jeval(c, sc, n->a);
+        jv v = fx_jeval(c, sc, n->a);
         c->at = n;
         if (n->op) {
             const jv *ns = lookup(sc, n->name);
             if (!ns || ns->t != JV_DICT || !ns->u.d->ns)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "cannot assign attribute on "
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "cannot assign attribute on "
                       "'%.*s': not a namespace", (int)n->name.n, n->name.p);
-            jdict_set(c, ns->u.d, jv_str(n->b->name.p, n->b->name.n), v);
+            fx_jdict_set(c, ns->u.d, fx_jv_str(n->b->name.p, n->b->name.n), v);
         } else if (n->nkids) {
             bind_kids(c, sc, n, &v);
         } else {
-            jscope_set(c, sc, n->name, v);
+            fx_jscope_set(c, sc, n->name, v);
         }
         return;
     }
@@ -690,27 +690,27 @@ void jexec(jctx *c, jscope *sc, const jnode *n) {
         jout o = { 0 };
         jout *saved = c->out;
         c->out = &o;
-        jexec(c, sc, n->a);
+        fx_jexec(c, sc, n->a);
         c->out = saved;
-        jstr s = jout_str(&o);
-        jscope_set(c, sc, n->name, jv_str(s.p, s.n));
+        jstr s = fx_jout_str(&o);
+        fx_jscope_set(c, sc, n->name, fx_jv_str(s.p, s.n));
         return;
     }
     case S_MACRO: {
         jv m = { .t = JV_MACRO };
         m.u.m = n;
-        jscope_set(c, sc, n->name, m);
+        fx_jscope_set(c, sc, n->name, m);
         return;
     }
     case S_BREAK: case S_CONTINUE:
         if (!c->loops)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' outside a loop",
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' outside a loop",
                   n->kind == S_BREAK ? "break" : "continue");
         c->ctl = n->kind == S_BREAK ? 1 : 2;
         return;
     case S_CALLBLOCK: {
         /* {% call m(args) %}body{% endcall %}: m sees the body as caller(). */
-        jnode *body = jalloc(c, sizeof *body);
+        jnode *body = fx_jalloc(c, sizeof *body);
         memset(body, 0, sizeof *body);
         body->kind = S_MACRO;
         body->line = n->line;
@@ -718,15 +718,15 @@ void jexec(jctx *c, jscope *sc, const jnode *n) {
         body->b = n->b;
         jv caller = { .t = JV_MACRO };
         caller.u.m = body;
-        jv fn = jeval(c, sc, n->a->a);
+        jv fn = fx_jeval(c, sc, n->a->a);
         if (fn.t != JV_MACRO)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "{%% call %%} needs a macro");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "{%% call %%} needs a macro");
         args a = eval_args(c, sc, n->a);
         jv r = call_macro(c, fn.u.m, a.pos, a.n, a.kwn, a.kwv, a.nkw, &caller);
-        jout_put(c, c->out, r.u.s.p, r.u.s.n);
+        fx_jout_put(c, c->out, r.u.s.p, r.u.s.n);
         return;
     }
     default:
-        jfail(c, FX_ERR_BAD_TEMPLATE, "internal: not a statement");
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "internal: not a statement");
     }
 }

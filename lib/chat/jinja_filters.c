@@ -16,26 +16,26 @@
 
 static jv to_list(jctx *c, const jv *v) {
     if (v->t == JV_LIST && v->tuple != JV_GENERATOR) return *v;
-    jv out = jv_newlist(c, 0);
+    jv out = fx_jv_newlist(c, 0);
     if (v->t == JV_LIST) { /* a generator, materialized */
-        for (size_t i = 0; i < v->u.l->n; i++) jlist_push(c, out.u.l, v->u.l->v[i]);
+        for (size_t i = 0; i < v->u.l->n; i++) fx_jlist_push(c, out.u.l, v->u.l->v[i]);
         return out;
     }
     if (v->t == JV_UNDEF) return out;
     if (v->t == JV_DICT && !v->u.d->ns) {
-        for (size_t i = 0; i < v->u.d->n; i++) jlist_push(c, out.u.l, v->u.d->k[i]);
+        for (size_t i = 0; i < v->u.d->n; i++) fx_jlist_push(c, out.u.l, v->u.d->k[i]);
         return out;
     }
     if (v->t == JV_STR) {
         jstr s = v->u.s;
         for (size_t i = 0; i < s.n;) {
-            size_t k = jchar_len(s.p + i, s.n - i);
-            jlist_push(c, out.u.l, jv_str(s.p + i, k));
+            size_t k = fx_jchar_len(s.p + i, s.n - i);
+            fx_jlist_push(c, out.u.l, fx_jv_str(s.p + i, k));
             i += k;
         }
         return out;
     }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable", jv_typename(v));
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'%s' object is not iterable", fx_jv_typename(v));
 }
 
 /* An attribute path "a.b" or item index, as jinja2's make_attrgetter. */
@@ -51,10 +51,10 @@ static jv attr_path(jctx *c, const jv *item, jstr path) {
         for (size_t k = 0; k < part.n; k++)
             if (part.p[k] < '0' || part.p[k] > '9') digits = false;
         if (digits && cur.t == JV_LIST) {
-            jv key = jv_int(strtoll(part.p, NULL, 10));
-            cur = jgetitem(c, &cur, &key);
+            jv key = fx_jv_int(strtoll(part.p, NULL, 10));
+            cur = fx_jgetitem(c, &cur, &key);
         } else {
-            cur = jgetattr(c, &cur, part);
+            cur = fx_jgetattr(c, &cur, part);
         }
         i = j + 1;
     }
@@ -63,10 +63,10 @@ static jv attr_path(jctx *c, const jv *item, jstr path) {
 
 static int cmp_items(jctx *c, const jv *a, const jv *b, bool case_sensitive) {
     if (!case_sensitive && a->t == JV_STR && b->t == JV_STR) {
-        jv x = jstr_case(c, a->u.s, CASE_LOWER), y = jstr_case(c, b->u.s, CASE_LOWER);
-        return jv_compare(c, &x, &y);
+        jv x = fx_jstr_case(c, a->u.s, CASE_LOWER), y = fx_jstr_case(c, b->u.s, CASE_LOWER);
+        return fx_jv_compare(c, &x, &y);
     }
-    return jv_compare(c, a, b);
+    return fx_jv_compare(c, a, b);
 }
 
 /* A stable insertion sort over keys[]: template lists are short, and
@@ -77,7 +77,7 @@ static void sort_by(jctx *c, jv *vals, jv *keys, size_t n, bool reverse,
         jv v = vals[i], k = keys[i];
         size_t j = i;
         while (j > 0) {
-            jstep(c, 1);
+            fx_jstep(c, 1);
             int r = cmp_items(c, &keys[j - 1], &k, case_sensitive);
             if (reverse ? r >= 0 : r <= 0) break;
             vals[j] = vals[j - 1];
@@ -91,107 +91,107 @@ static void sort_by(jctx *c, jv *vals, jv *keys, size_t n, bool reverse,
 
 static jv select_items(jctx *c, const jv *v, const jv *args, size_t n,
                        bool by_attr, bool keep) {
-    jv out = jv_newlist(c, 0);
+    jv out = fx_jv_newlist(c, 0);
     out.tuple = JV_GENERATOR;
-    if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
+    if (!fx_jv_truthy(v)) return out; /* jinja2: `if seq:` */
     jv src = to_list(c, v);
     size_t first = by_attr ? 1 : 0;
     if (by_attr && (n < 1 || args[0].t != JV_STR))
-        jfail(c, FX_ERR_BAD_TEMPLATE, "selectattr/rejectattr need an "
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "selectattr/rejectattr need an "
               "attribute name");
     for (size_t i = 0; i < src.u.l->n; i++) {
-        jstep(c, 1);
+        fx_jstep(c, 1);
         jv item = by_attr ? attr_path(c, &src.u.l->v[i], args[0].u.s)
                           : src.u.l->v[i];
         bool ok;
         if (n > first) {
             if (args[first].t != JV_STR)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "a test name must be a string");
-            ok = jtest(c, args[first].u.s, &item, args + first + 1,
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "a test name must be a string");
+            ok = fx_jtest(c, args[first].u.s, &item, args + first + 1,
                        n - first - 1);
         } else {
-            ok = jv_truthy(&item);
+            ok = fx_jv_truthy(&item);
         }
-        if (ok == keep) jlist_push(c, out.u.l, src.u.l->v[i]);
+        if (ok == keep) fx_jlist_push(c, out.u.l, src.u.l->v[i]);
     }
     return out;
 }
 
-jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
+jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
            size_t n, const jstr *kwn, const jv *kwv, size_t nkw) {
-#define ARG(i, nm) jarg(args, n, (i), kwn, kwv, nkw, (nm))
-    jstep(c, 1);
+#define ARG(i, nm) fx_jarg(args, n, (i), kwn, kwv, nkw, (nm))
+    fx_jstep(c, 1);
     if (jstr_eq(name, "default") || jstr_eq(name, "d")) {
         const jv *dflt = ARG(0, "default_value"), *b = ARG(1, "boolean");
-        bool use = v->t == JV_UNDEF || (b && jv_truthy(b) && !jv_truthy(v));
+        bool use = v->t == JV_UNDEF || (b && fx_jv_truthy(b) && !fx_jv_truthy(v));
         if (!use) return *v;
-        return dflt ? *dflt : jv_str("", 0);
+        return dflt ? *dflt : fx_jv_str("", 0);
     }
     if (jstr_eq(name, "safe")) return *v;
     if (jstr_eq(name, "string")) {
-        jstr s = jv_to_str(c, v);
-        return jv_str(s.p, s.n);
+        jstr s = fx_jv_to_str(c, v);
+        return fx_jv_str(s.p, s.n);
     }
     if (jstr_eq(name, "length") || jstr_eq(name, "count")) {
         switch (v->t) {
-        case JV_STR: return jv_int((int64_t)jutf8_len(v->u.s.p, v->u.s.n));
+        case JV_STR: return fx_jv_int((int64_t)fx_jutf8_len(v->u.s.p, v->u.s.n));
         case JV_LIST:
             if (v->tuple == JV_GENERATOR) break;
-            return jv_int((int64_t)v->u.l->n);
-        case JV_DICT: return jv_int((int64_t)v->u.d->n);
-        case JV_UNDEF: return jv_int(0);
+            return fx_jv_int((int64_t)v->u.l->n);
+        case JV_DICT: return fx_jv_int((int64_t)v->u.d->n);
+        case JV_UNDEF: return fx_jv_int(0);
         default:
             break;
         }
-        jfail(c, FX_ERR_BAD_TEMPLATE, "object of type '%s' has no len()",
-              jv_typename(v));
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "object of type '%s' has no len()",
+              fx_jv_typename(v));
     }
     if (jstr_eq(name, "tojson")) {
-        const jv *ind = ARG(0, "indent"), *sk = jkwarg(kwn, kwv, nkw, "sort_keys");
+        const jv *ind = ARG(0, "indent"), *sk = fx_jkwarg(kwn, kwv, nkw, "sort_keys");
         int indent = -1;
         if (ind && ind->t != JV_NONE) {
             if (!jv_is_intlike(ind) || jv_as_int(ind) < 0 || jv_as_int(ind) > 64)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "tojson indent must be 0..64");
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "tojson indent must be 0..64");
             indent = (int)jv_as_int(ind);
         }
         jout o = { 0 };
-        jv_tojson(c, &o, v, indent, 0, sk && jv_truthy(sk));
-        return jmkstr(&o);
+        fx_jv_tojson(c, &o, v, indent, 0, sk && fx_jv_truthy(sk));
+        return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "list")) return to_list(c, v);
     if (jstr_eq(name, "items")) {
-        if (v->t == JV_UNDEF) return jv_newlist(c, 0);
+        if (v->t == JV_UNDEF) return fx_jv_newlist(c, 0);
         if (v->t != JV_DICT || v->u.d->ns)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "items expects a mapping, not %s",
-                  jv_typename(v));
-        return jdict_items(c, v->u.d);
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "items expects a mapping, not %s",
+                  fx_jv_typename(v));
+        return fx_jdict_items(c, v->u.d);
     }
     if (jstr_eq(name, "dictsort")) {
         if (v->t != JV_DICT || v->u.d->ns)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "dictsort expects a mapping");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "dictsort expects a mapping");
         const jv *cs = ARG(0, "case_sensitive"), *by = ARG(1, "by"),
                  *rev = ARG(2, "reverse");
-        jv items = jdict_items(c, v->u.d);
+        jv items = fx_jdict_items(c, v->u.d);
         size_t m = items.u.l->n;
-        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
+        jv *keys = fx_jalloc(c, (m ? m : 1) * sizeof(jv));
         bool by_value = by && by->t == JV_STR && jstr_eq(by->u.s, "value");
         for (size_t i = 0; i < m; i++) keys[i] = items.u.l->v[i].u.l->v[by_value];
-        sort_by(c, items.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
+        sort_by(c, items.u.l->v, keys, m, rev && fx_jv_truthy(rev), cs && fx_jv_truthy(cs));
         return items;
     }
     if (jstr_eq(name, "sort")) {
         const jv *rev = ARG(0, "reverse"), *cs = ARG(1, "case_sensitive"),
                  *at = ARG(2, "attribute");
         jv src = to_list(c, v);
-        jv out = jv_newlist(c, src.u.l->n);
+        jv out = fx_jv_newlist(c, src.u.l->n);
         size_t m = src.u.l->n;
-        jv *keys = jalloc(c, (m ? m : 1) * sizeof(jv));
+        jv *keys = fx_jalloc(c, (m ? m : 1) * sizeof(jv));
         for (size_t i = 0; i < m; i++) {
-            jlist_push(c, out.u.l, src.u.l->v[i]);
+            fx_jlist_push(c, out.u.l, src.u.l->v[i]);
             keys[i] = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
                                             : src.u.l->v[i];
         }
-        sort_by(c, out.u.l->v, keys, m, rev && jv_truthy(rev), cs && jv_truthy(cs));
+        sort_by(c, out.u.l->v, keys, m, rev && fx_jv_truthy(rev), cs && fx_jv_truthy(cs));
         return out;
     }
     if (jstr_eq(name, "reverse")) {
@@ -200,70 +200,70 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
             for (size_t e = v->u.s.n; e > 0;) {
                 size_t b = e - 1;
                 while (b > 0 && ((unsigned char)v->u.s.p[b] & 0xc0) == 0x80) b--;
-                jout_put(c, &o, v->u.s.p + b, e - b);
+                fx_jout_put(c, &o, v->u.s.p + b, e - b);
                 e = b;
             }
-            return jmkstr(&o);
+            return fx_jmkstr(&o);
         }
         jv src = to_list(c, v);
-        jv out = jv_newlist(c, src.u.l->n);
-        for (size_t i = src.u.l->n; i-- > 0;) jlist_push(c, out.u.l, src.u.l->v[i]);
+        jv out = fx_jv_newlist(c, src.u.l->n);
+        for (size_t i = src.u.l->n; i-- > 0;) fx_jlist_push(c, out.u.l, src.u.l->v[i]);
         return out;
     }
     if (jstr_eq(name, "unique")) {
         jv src = to_list(c, v);
-        jv out = jv_newlist(c, 0);
+        jv out = fx_jv_newlist(c, 0);
         out.tuple = JV_GENERATOR;
         for (size_t i = 0; i < src.u.l->n; i++) {
             bool seen = false;
-            jstep(c, out.u.l->n / 8);
+            fx_jstep(c, out.u.l->n / 8);
             for (size_t j = 0; j < out.u.l->n && !seen; j++)
                 seen = cmp_items(c, &out.u.l->v[j], &src.u.l->v[i], false) == 0;
-            if (!seen) jlist_push(c, out.u.l, src.u.l->v[i]);
+            if (!seen) fx_jlist_push(c, out.u.l, src.u.l->v[i]);
         }
         return out;
     }
     if (jstr_eq(name, "first") || jstr_eq(name, "last")) {
         jv src = to_list(c, v);
-        if (src.u.l->n == 0) return jv_undef((jstr){ "", 0 });
+        if (src.u.l->n == 0) return fx_jv_undef((jstr){ "", 0 });
         return src.u.l->v[jstr_eq(name, "first") ? 0 : src.u.l->n - 1];
     }
     if (jstr_eq(name, "join")) {
         const jv *sep = ARG(0, "d"), *at = ARG(1, "attribute");
-        jstr d = sep ? jv_to_str(c, sep) : (jstr){ "", 0 };
+        jstr d = sep ? fx_jv_to_str(c, sep) : (jstr){ "", 0 };
         jv src = to_list(c, v);
         jout o = { 0 };
         for (size_t i = 0; i < src.u.l->n; i++) {
-            if (i) jout_put(c, &o, d.p, d.n);
+            if (i) fx_jout_put(c, &o, d.p, d.n);
             jv item = at && at->t == JV_STR ? attr_path(c, &src.u.l->v[i], at->u.s)
                                             : src.u.l->v[i];
-            jstr s = jv_to_str(c, &item);
-            jout_put(c, &o, s.p, s.n);
+            jstr s = fx_jv_to_str(c, &item);
+            fx_jout_put(c, &o, s.p, s.n);
         }
-        return jmkstr(&o);
+        return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "map")) {
-        jv out = jv_newlist(c, 0);
+        jv out = fx_jv_newlist(c, 0);
         out.tuple = JV_GENERATOR;
-        if (!jv_truthy(v)) return out; /* jinja2: `if seq:` */
+        if (!fx_jv_truthy(v)) return out; /* jinja2: `if seq:` */
         jv src = to_list(c, v);
-        const jv *at = jkwarg(kwn, kwv, nkw, "attribute");
-        const jv *dflt = jkwarg(kwn, kwv, nkw, "default");
+        const jv *at = fx_jkwarg(kwn, kwv, nkw, "attribute");
+        const jv *dflt = fx_jkwarg(kwn, kwv, nkw, "default");
         if (!at && (n < 1 || args[0].t != JV_STR))
-            jfail(c, FX_ERR_BAD_TEMPLATE, "map needs a filter name or "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "map needs a filter name or "
                   "attribute=");
         for (size_t i = 0; i < src.u.l->n; i++) {
             jv r;
             if (at) {
                 if (at->t != JV_STR)
-                    jfail(c, FX_ERR_BAD_TEMPLATE, "map attribute must be a string");
+                    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "map attribute must be a string");
                 r = attr_path(c, &src.u.l->v[i], at->u.s);
                 if (r.t == JV_UNDEF && dflt) r = *dflt;
             } else {
-                r = jfilter(c, sc, args[0].u.s, &src.u.l->v[i], args + 1,
+                r = fx_jfilter(c, sc, args[0].u.s, &src.u.l->v[i], args + 1,
                             n - 1, NULL, NULL, 0);
             }
-            jlist_push(c, out.u.l, r);
+            fx_jlist_push(c, out.u.l, r);
         }
         return out;
     }
@@ -272,61 +272,61 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
     if (jstr_eq(name, "select") || jstr_eq(name, "reject"))
         return select_items(c, v, args, n, false, jstr_eq(name, "select"));
     if (jstr_eq(name, "abs")) {
-        if (v->t == JV_FLOAT) return jv_float(fabs(v->u.f));
+        if (v->t == JV_FLOAT) return fx_jv_float(fabs(v->u.f));
         if (!jv_is_intlike(v) || jv_as_int(v) == INT64_MIN)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand for abs()");
-        return jv_int(jv_as_int(v) < 0 ? -jv_as_int(v) : jv_as_int(v));
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "bad operand for abs()");
+        return fx_jv_int(jv_as_int(v) < 0 ? -jv_as_int(v) : jv_as_int(v));
     }
     if (jstr_eq(name, "int")) {
         const jv *dflt = ARG(0, "default");
-        if (jv_is_intlike(v)) return jv_int(jv_as_int(v));
+        if (jv_is_intlike(v)) return fx_jv_int(jv_as_int(v));
         if (v->t == JV_FLOAT && isfinite(v->u.f) && fabs(v->u.f) < 9.2e18)
-            return jv_int((int64_t)v->u.f);
+            return fx_jv_int((int64_t)v->u.f);
         if (v->t == JV_STR) {
             char buf[64];
-            jv s = jstr_strip(c, v->u.s, NULL, true, true);
+            jv s = fx_jstr_strip(c, v->u.s, NULL, true, true);
             if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
                 memcpy(buf, s.u.s.p, s.u.s.n);
                 buf[s.u.s.n] = '\0';
                 char *end;
                 long long x = strtoll(buf, &end, 10);
-                if (*end == '\0') return jv_int(x);
+                if (*end == '\0') return fx_jv_int(x);
                 double f = strtod(buf, &end);
                 if (*end == '\0' && isfinite(f) && fabs(f) < 9.2e18)
-                    return jv_int((int64_t)f);
+                    return fx_jv_int((int64_t)f);
             }
         }
-        return dflt ? *dflt : jv_int(0);
+        return dflt ? *dflt : fx_jv_int(0);
     }
     if (jstr_eq(name, "float")) {
         if (v->t == JV_FLOAT) return *v;
-        if (jv_is_intlike(v)) return jv_float((double)jv_as_int(v));
+        if (jv_is_intlike(v)) return fx_jv_float((double)jv_as_int(v));
         if (v->t == JV_STR) {
             char buf[64];
-            jv s = jstr_strip(c, v->u.s, NULL, true, true);
+            jv s = fx_jstr_strip(c, v->u.s, NULL, true, true);
             if (s.u.s.n > 0 && s.u.s.n < sizeof buf) {
                 memcpy(buf, s.u.s.p, s.u.s.n);
                 buf[s.u.s.n] = '\0';
                 char *end;
                 double f = strtod(buf, &end);
-                if (*end == '\0') return jv_float(f);
+                if (*end == '\0') return fx_jv_float(f);
             }
         }
         const jv *dflt = ARG(0, "default");
-        return dflt ? *dflt : jv_float(0.0);
+        return dflt ? *dflt : fx_jv_float(0.0);
     }
     /* The rest work on the text of the value. */
-    jstr s = jv_to_str(c, v);
-    if (jstr_eq(name, "trim")) return jstr_strip(c, s, ARG(0, "chars"), true, true);
-    if (jstr_eq(name, "upper")) return jstr_case(c, s, CASE_UPPER);
-    if (jstr_eq(name, "lower")) return jstr_case(c, s, CASE_LOWER);
-    if (jstr_eq(name, "title")) return jstr_case(c, s, CASE_TITLE);
-    if (jstr_eq(name, "capitalize")) return jstr_case(c, s, CASE_CAPITALIZE);
+    jstr s = fx_jv_to_str(c, v);
+    if (jstr_eq(name, "trim")) return fx_jstr_strip(c, s, ARG(0, "chars"), true, true);
+    if (jstr_eq(name, "upper")) return fx_jstr_case(c, s, CASE_UPPER);
+    if (jstr_eq(name, "lower")) return fx_jstr_case(c, s, CASE_LOWER);
+    if (jstr_eq(name, "title")) return fx_jstr_case(c, s, CASE_TITLE);
+    if (jstr_eq(name, "capitalize")) return fx_jstr_case(c, s, CASE_CAPITALIZE);
     if (jstr_eq(name, "replace")) {
         const jv *a = ARG(0, "old"), *b = ARG(1, "new"), *k = ARG(2, "count");
-        if (!a || !b) jfail(c, FX_ERR_BAD_TEMPLATE, "replace needs two arguments");
-        jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
-        return jstr_replace(c, s, x, y, k && jv_is_intlike(k) ? jv_as_int(k) : -1);
+        if (!a || !b) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "replace needs two arguments");
+        jstr x = fx_jv_to_str(c, a), y = fx_jv_to_str(c, b);
+        return fx_jstr_replace(c, s, x, y, k && jv_is_intlike(k) ? jv_as_int(k) : -1);
     }
     if (jstr_eq(name, "indent")) {
         const jv *w = ARG(0, "width"), *f = ARG(1, "first"), *bl = ARG(2, "blank");
@@ -334,9 +334,9 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
         jout padbuf = { 0 };
         if (w && jv_is_intlike(w)) {
             if (jv_as_int(w) < 0 || jv_as_int(w) > 256)
-                jfail(c, FX_ERR_BAD_TEMPLATE, "indent width must be 0..256");
-            for (int64_t i = 0; i < jv_as_int(w); i++) jout_put(c, &padbuf, " ", 1);
-            pad = jout_str(&padbuf);
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "indent width must be 0..256");
+            for (int64_t i = 0; i < jv_as_int(w); i++) fx_jout_put(c, &padbuf, " ", 1);
+            pad = fx_jout_str(&padbuf);
         } else if (w && w->t == JV_STR) {
             pad = w->u.s;
         }
@@ -347,20 +347,20 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
         while (i <= s.n) {
             size_t j = i;
             while (j < s.n && s.p[j] != '\n') j++;
-            if (line > 0) jout_put(c, &o, "\n", 1);
-            if (line > 0 && (j > i || (bl && jv_truthy(bl))))
-                jout_put(c, &o, pad.p, pad.n);
-            jout_put(c, &o, s.p + i, j - i);
+            if (line > 0) fx_jout_put(c, &o, "\n", 1);
+            if (line > 0 && (j > i || (bl && fx_jv_truthy(bl))))
+                fx_jout_put(c, &o, pad.p, pad.n);
+            fx_jout_put(c, &o, s.p + i, j - i);
             line++;
             i = j + 1;
         }
-        if (f && jv_truthy(f)) {
+        if (f && fx_jv_truthy(f)) {
             jout o2 = { 0 };
-            jout_put(c, &o2, pad.p, pad.n);
-            jout_put(c, &o2, o.p, o.n);
-            return jmkstr(&o2);
+            fx_jout_put(c, &o2, pad.p, pad.n);
+            fx_jout_put(c, &o2, o.p, o.n);
+            return fx_jmkstr(&o2);
         }
-        return jmkstr(&o);
+        return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "escape") || jstr_eq(name, "e")) {
         jout o = { 0 };
@@ -374,16 +374,16 @@ jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
             case '\'': r = "&#39;"; break;
             default: break;
             }
-            if (r) jout_put(c, &o, r, strlen(r));
-            else jout_put(c, &o, s.p + i, 1);
+            if (r) fx_jout_put(c, &o, r, strlen(r));
+            else fx_jout_put(c, &o, s.p + i, 1);
         }
-        return jmkstr(&o);
+        return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "wordcount")) {
-        jv words = jstr_split(c, s, NULL, -1);
-        return jv_int((int64_t)words.u.l->n);
+        jv words = fx_jstr_split(c, s, NULL, -1);
+        return fx_jv_int((int64_t)words.u.l->n);
     }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "no filter named '%.*s'", (int)name.n,
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "no filter named '%.*s'", (int)name.n,
           name.p);
 #undef ARG
 }

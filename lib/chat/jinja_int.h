@@ -156,54 +156,54 @@ typedef struct jctx {
 } jctx;
 
 /* Unwinds with status and a message naming the current line:column. */
-_Noreturn void jfail(jctx *c, fx_status st, const char *fmt, ...)
+_Noreturn void fx_jfail(jctx *c, fx_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-_Noreturn void jfail_at(jctx *c, uint32_t line, uint32_t col,
+_Noreturn void fx_jfail_at(jctx *c, uint32_t line, uint32_t col,
                         const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-void jstep(jctx *c, uint64_t n);
+void fx_jstep(jctx *c, uint64_t n);
 
 /* arena (jinja_value.c) */
-void *jalloc(jctx *c, size_t size);
-void jarena_free(jarena *a);
-char *jstrdup(jctx *c, const char *p, size_t n);
+void *fx_jalloc(jctx *c, size_t size);
+void fx_jarena_free(jarena *a);
+char *fx_jstrdup(jctx *c, const char *p, size_t n);
 
 /* values (jinja_value.c) */
-jv jv_undef(jstr name);
-jv jv_none(void);
-jv jv_bool(bool b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jv jv_str(const char *p, size_t n);
-jv jv_cstr(const char *s);
-jv jv_newlist(jctx *c, size_t cap);
-jv jv_newdict(jctx *c, size_t cap);
-void jlist_push(jctx *c, jlist *l, jv v);
-void jdict_set(jctx *c, jdict *d, jv k, jv v);
-const jv *jdict_get(const jdict *d, jv k);
-const jv *jdict_gets(const jdict *d, const char *key, size_t n);
-bool jv_truthy(const jv *v);
-bool jv_equal(const jv *a, const jv *b);
-int jv_compare(jctx *c, const jv *a, const jv *b);
-const char *jv_typename(const jv *v);
+jv fx_jv_undef(jstr name);
+jv fx_jv_none(void);
+jv fx_jv_bool(bool b);
+jv fx_jv_int(int64_t i);
+jv fx_jv_float(double f);
+jv fx_jv_str(const char *p, size_t n);
+jv fx_jv_cstr(const char *s);
+jv fx_jv_newlist(jctx *c, size_t cap);
+jv fx_jv_newdict(jctx *c, size_t cap);
+void fx_jlist_push(jctx *c, jlist *l, jv v);
+void fx_jdict_set(jctx *c, jdict *d, jv k, jv v);
+const jv *fx_jdict_get(const jdict *d, jv k);
+const jv *fx_jdict_gets(const jdict *d, const char *key, size_t n);
+bool fx_jv_truthy(const jv *v);
+bool fx_jv_equal(const jv *a, const jv *b);
+int fx_jv_compare(jctx *c, const jv *a, const jv *b);
+const char *fx_jv_typename(const jv *v);
 /* str(v) as Python prints it, repr(v) for list/dict members. */
-jstr jv_to_str(jctx *c, const jv *v);
-void jv_repr(jctx *c, jout *o, const jv *v);
+jstr fx_jv_to_str(jctx *c, const jv *v);
+void fx_jv_repr(jctx *c, jout *o, const jv *v);
 /* json.dumps(v, ensure_ascii=False, indent=indent(<0 none)). */
-void jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
+void fx_jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
                bool sort_keys);
-/* A JSON text to values; FX_ERR_BAD_TEMPLATE-style failure via jfail. */
-jv jv_parse_json(jctx *c, const char *p, size_t n, const char *what);
-void jout_put(jctx *c, jout *o, const char *p, size_t n);
-jstr jout_str(const jout *o);
-void jfmt_float(char *buf, size_t size, double f);
-size_t jutf8_len(const char *p, size_t n);
+/* A JSON text to values; FX_ERR_BAD_TEMPLATE-style failure via fx_jfail. */
+jv fx_jv_parse_json(jctx *c, const char *p, size_t n, const char *what);
+void fx_jout_put(jctx *c, jout *o, const char *p, size_t n);
+jstr fx_jout_str(const jout *o);
+void fx_jfmt_float(char *buf, size_t size, double f);
+size_t fx_jutf8_len(const char *p, size_t n);
 
 typedef enum jttype {
     T_TEXT, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME,
@@ -219,44 +219,44 @@ typedef struct jtoken {
 } jtoken;
 
 /* lexer (jinja_lex.c): the tokens of a template, T_EOF last. */
-jtoken *jlex(jctx *c, const char *text, size_t len, size_t *n);
+jtoken *fx_jlex(jctx *c, const char *text, size_t len, size_t *n);
 
 /* parser (jinja_parse.c) */
-jnode *jparse(jctx *c, const char *text, size_t len);
+jnode *fx_jparse(jctx *c, const char *text, size_t len);
 
 /* evaluation (jinja_eval.c) */
-void jexec(jctx *c, jscope *sc, const jnode *n);
-jv jeval(jctx *c, jscope *sc, const jnode *n);
-jscope *jscope_new(jctx *c, jscope *parent);
-void jscope_set(jctx *c, jscope *sc, jstr name, jv v);
-jv jcall_value(jctx *c, jscope *sc, const jv *fn, const jv *args, size_t n,
+void fx_jexec(jctx *c, jscope *sc, const jnode *n);
+jv fx_jeval(jctx *c, jscope *sc, const jnode *n);
+jscope *fx_jscope_new(jctx *c, jscope *parent);
+void fx_jscope_set(jctx *c, jscope *sc, jstr name, jv v);
+jv fx_jcall_value(jctx *c, jscope *sc, const jv *fn, const jv *args, size_t n,
                const jstr *kwn, const jv *kwv, size_t nkw);
 
 /* builtins (jinja_builtins.c) */
-jv jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
+jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
            size_t n, const jstr *kwn, const jv *kwv, size_t nkw);
-bool jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n);
-bool jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
+bool fx_jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n);
+bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
              const jstr *kwn, const jv *kwv, size_t nkw, jv *result);
-jv jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
+jv fx_jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
                  const jv *kwv, size_t nkw);
-jv jgetattr(jctx *c, const jv *obj, jstr name);
-jv jgetitem(jctx *c, const jv *obj, const jv *key);
+jv fx_jgetattr(jctx *c, const jv *obj, jstr name);
+jv fx_jgetitem(jctx *c, const jv *obj, const jv *key);
 
 /* shared by the builtins and the filters (jinja_builtins.c) */
 typedef enum jcase { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE } jcase;
-jv jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right);
-jv jstr_case(jctx *c, jstr s, jcase mode);
-jv jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count);
-jv jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit);
-jv jdict_items(jctx *c, const jdict *d);
-jv jmkstr(const jout *o);
-size_t jchar_len(const char *p, size_t n);
+jv fx_jstr_strip(jctx *c, jstr s, const jv *chars, bool left, bool right);
+jv fx_jstr_case(jctx *c, jstr s, jcase mode);
+jv fx_jstr_replace(jctx *c, jstr s, jstr old, jstr new_, int64_t count);
+jv fx_jstr_split(jctx *c, jstr s, const jv *sep, int64_t maxsplit);
+jv fx_jdict_items(jctx *c, const jdict *d);
+jv fx_jmkstr(const jout *o);
+size_t fx_jchar_len(const char *p, size_t n);
 /* An argument by position or keyword name (NULL: positional only);
  * NULL when absent. */
-const jv *jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
+const jv *fx_jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
                const jv *kwv, size_t nkw, const char *name);
-const jv *jkwarg(const jstr *kwn, const jv *kwv, size_t nkw, const char *name);
+const jv *fx_jkwarg(const jstr *kwn, const jv *kwv, size_t nkw, const char *name);
 
 static inline bool jv_is_intlike(const jv *v) {
     return v->t == JV_INT || v->t == JV_BOOL;

@@ -35,12 +35,12 @@ static void lx_pos(lexer *lx, size_t upto) {
 static jtoken *lx_push(lexer *lx, jttype type, size_t at) {
     if (lx->n == lx->cap) {
         size_t cap = lx->cap ? lx->cap * 2 : 256;
-        jtoken *t = jalloc(lx->c, cap * sizeof *t);
+        jtoken *t = fx_jalloc(lx->c, cap * sizeof *t);
         if (lx->n) memcpy(t, lx->toks, lx->n * sizeof *t);
         lx->toks = t;
         lx->cap = cap;
     }
-    jstep(lx->c, 1);
+    fx_jstep(lx->c, 1);
     jtoken *t = &lx->toks[lx->n++];
     memset(t, 0, sizeof *t);
     t->type = (uint8_t)type;
@@ -50,7 +50,7 @@ static jtoken *lx_push(lexer *lx, jttype type, size_t at) {
 }
 
 _Noreturn static void lx_fail(lexer *lx, const char *why) {
-    jfail_at(lx->c, lx->line, (uint32_t)(lx->pos - lx->line_start + 1),
+    fx_jfail_at(lx->c, lx->line, (uint32_t)(lx->pos - lx->line_start + 1),
              "%s", why);
 }
 
@@ -80,7 +80,7 @@ static void put_cp(jctx *c, jout *o, uint32_t cp) {
         b[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); b[3] = (char)(0x80 | (cp & 0x3f));
         n = 4;
     }
-    jout_put(c, o, b, n);
+    fx_jout_put(c, o, b, n);
 }
 
 /* A quoted literal, decoded as jinja2 does it: Python's unicode-escape
@@ -96,7 +96,7 @@ static void lx_string(lexer *lx, jtoken *t) {
         char ch = lx->src[i];
         if (ch == q) break;
         if (ch != '\\') { i++; continue; }
-        jout_put(lx->c, &o, lx->src + from, i - from);
+        fx_jout_put(lx->c, &o, lx->src + from, i - from);
         if (i + 1 >= lx->len) lx_fail(lx, "unterminated string literal");
         char e = lx->src[i + 1];
         i += 2;
@@ -116,7 +116,7 @@ static void lx_string(lexer *lx, jtoken *t) {
         default: break;
         }
         if (simple) {
-            jout_put(lx->c, &o, simple, strlen(simple));
+            fx_jout_put(lx->c, &o, simple, strlen(simple));
         } else if (e == 'x' || e == 'u' || e == 'U') {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
@@ -138,12 +138,12 @@ static void lx_string(lexer *lx, jtoken *t) {
                 cp = cp * 8 + (uint32_t)(lx->src[i] - '0');
             put_cp(lx->c, &o, cp);
         } else {
-            jout_put(lx->c, &o, lx->src + i - 2, 2);
+            fx_jout_put(lx->c, &o, lx->src + i - 2, 2);
         }
         from = i;
     }
-    jout_put(lx->c, &o, lx->src + from, i - from);
-    t->s = jout_str(&o);
+    fx_jout_put(lx->c, &o, lx->src + from, i - from);
+    t->s = fx_jout_str(&o);
     lx_pos(lx, i + 1);
 }
 
@@ -328,7 +328,7 @@ static void lex(lexer *lx) {
  * one trailing newline goes away. */
 static const char *normalize(jctx *c, const char *src, size_t len,
                              size_t *out_len) {
-    char *o = jalloc(c, len + 1);
+    char *o = fx_jalloc(c, len + 1);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)src[i];
@@ -355,7 +355,7 @@ static const char *normalize(jctx *c, const char *src, size_t len,
     return o;
 }
 
-jtoken *jlex(jctx *c, const char *text, size_t len, size_t *n) {
+jtoken *fx_jlex(jctx *c, const char *text, size_t len, size_t *n) {
     lexer lx = { 0 };
     lx.c = c;
     lx.src = normalize(c, text, len, &lx.len);

@@ -24,7 +24,7 @@ static jtoken *adv(parser *p) {
 
 _Noreturn static void pfail(parser *p, const char *fmt, const char *what) {
     jtoken *t = pk(p);
-    jfail_at(p->c, t->line, t->col, fmt, what);
+    fx_jfail_at(p->c, t->line, t->col, fmt, what);
 }
 
 static bool is_op(parser *p, const char *op) {
@@ -59,7 +59,7 @@ static void expect_block_end(parser *p) {
 }
 
 static jnode *mk(parser *p, jkind kind, const jtoken *at) {
-    jnode *n = jalloc(p->c, sizeof *n);
+    jnode *n = fx_jalloc(p->c, sizeof *n);
     memset(n, 0, sizeof *n);
     n->kind = (uint8_t)kind;
     n->line = at->line;
@@ -75,7 +75,7 @@ typedef struct nodelist {
 static void nl_push(parser *p, nodelist *l, jnode *n) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        jnode **v = jalloc(p->c, cap * sizeof *v);
+        jnode **v = fx_jalloc(p->c, cap * sizeof *v);
         if (l->n) memcpy(v, l->v, l->n * sizeof *v);
         l->v = v;
         l->cap = cap;
@@ -91,7 +91,7 @@ static void set_kids(jnode *n, const nodelist *l) {
 static void enter(parser *p) {
     if (++p->c->depth > p->c->lim->max_depth) {
         jtoken *t = pk(p);
-        jfail_at(p->c, t->line, t->col, "the template is nested more than "
+        fx_jfail_at(p->c, t->line, t->col, "the template is nested more than "
                  "%u levels deep", (unsigned)p->c->lim->max_depth);
     }
 }
@@ -145,13 +145,13 @@ static jnode *primary(parser *p) {
         adv(p);
         if (jstr_eq(t->s, "true") || jstr_eq(t->s, "True")) {
             n = mk(p, E_LIT, t);
-            n->lit = jv_bool(true);
+            n->lit = fx_jv_bool(true);
         } else if (jstr_eq(t->s, "false") || jstr_eq(t->s, "False")) {
             n = mk(p, E_LIT, t);
-            n->lit = jv_bool(false);
+            n->lit = fx_jv_bool(false);
         } else if (jstr_eq(t->s, "none") || jstr_eq(t->s, "None")) {
             n = mk(p, E_LIT, t);
-            n->lit = jv_none();
+            n->lit = fx_jv_none();
         } else {
             n = mk(p, E_NAME, t);
             n->name = t->s;
@@ -161,28 +161,28 @@ static jnode *primary(parser *p) {
         /* Adjacent literals concatenate, as in Python. */
         adv(p);
         n = mk(p, E_LIT, t);
-        n->lit = jv_str(t->s.p, t->s.n);
+        n->lit = fx_jv_str(t->s.p, t->s.n);
         if (pk(p)->type == T_STRING) {
             jout o = { 0 };
-            jout_put(p->c, &o, t->s.p, t->s.n);
+            fx_jout_put(p->c, &o, t->s.p, t->s.n);
             while (pk(p)->type == T_STRING) {
                 jtoken *u = adv(p);
-                jout_put(p->c, &o, u->s.p, u->s.n);
+                fx_jout_put(p->c, &o, u->s.p, u->s.n);
             }
-            jstr s = jout_str(&o);
-            n->lit = jv_str(s.p, s.n);
+            jstr s = fx_jout_str(&o);
+            n->lit = fx_jv_str(s.p, s.n);
         }
         return n;
     }
     case T_INT:
         adv(p);
         n = mk(p, E_LIT, t);
-        n->lit = jv_int(t->i);
+        n->lit = fx_jv_int(t->i);
         return n;
     case T_FLOAT:
         adv(p);
         n = mk(p, E_LIT, t);
-        n->lit = jv_float(t->f);
+        n->lit = fx_jv_float(t->f);
         return n;
     case T_OP:
         break;
@@ -245,7 +245,7 @@ static jnode *primary(parser *p) {
         set_kids(n, &l);
         return n;
     }
-    pfail(p, "unexpected '%s'", jstrdup(p->c, t->s.p, t->s.n));
+    pfail(p, "unexpected '%s'", fx_jstrdup(p->c, t->s.p, t->s.n));
 }
 
 static jnode *subscript(parser *p, jnode *obj, jtoken *at) {
@@ -291,7 +291,7 @@ static jnode *postfix(parser *p, jnode *n) {
                 adv(p);
                 x->kind = E_INDEX;
                 x->b = mk(p, E_LIT, a);
-                x->b->lit = jv_int(a->i);
+                x->b->lit = fx_jv_int(a->i);
             } else {
                 pfail(p, "expected an attribute name%s", "");
             }
@@ -670,7 +670,7 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
             if (ends) {
                 size_t k = 0;
                 while (ends[k + 1]) k++;
-                jfail_at(p->c, start->line, start->col, "unexpected end of "
+                fx_jfail_at(p->c, start->line, start->col, "unexpected end of "
                          "template: the block here needs {%% %s %%}",
                          ends[k]);
             }
@@ -679,7 +679,7 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
         if (t->type == T_TEXT) {
             adv(p);
             jnode *n = mk(p, S_TEXT, t);
-            n->lit = jv_str(t->s.p, t->s.n);
+            n->lit = fx_jv_str(t->s.p, t->s.n);
             nl_push(p, &l, n);
             continue;
         }
@@ -733,8 +733,8 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
             n->b = body(p, ends3, &w);
             expect_block_end(p);
         } else {
-            jfail_at(p->c, kw->line, kw->col, "unknown or misplaced statement "
-                     "'%s'", jstrdup(p->c, kw->s.p, kw->s.n));
+            fx_jfail_at(p->c, kw->line, kw->col, "unknown or misplaced statement "
+                     "'%s'", fx_jstrdup(p->c, kw->s.p, kw->s.n));
         }
         nl_push(p, &l, n);
     }
@@ -744,9 +744,9 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
     return n;
 }
 
-jnode *jparse(jctx *c, const char *text, size_t len) {
+jnode *fx_jparse(jctx *c, const char *text, size_t len) {
     size_t n = 0;
-    jtoken *toks = jlex(c, text, len, &n);
+    jtoken *toks = fx_jlex(c, text, len, &n);
     parser p = { c, toks, n, 0 };
     c->depth = 0;
     jnode *root = body(&p, NULL, NULL);

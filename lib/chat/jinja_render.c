@@ -42,8 +42,8 @@ static void check_text(jctx *c, const char *s, size_t n) {
             unsigned char b1 = (unsigned char)s[i + 1];
             ok = !(b == 0xf0 && b1 < 0x90) && !(b == 0xf4 && b1 >= 0x90);
         }
-        if (!ok) jfail_at(c, line, col, "the template is not valid UTF-8");
-        if (b == 0) jfail_at(c, line, col, "the template contains a NUL byte");
+        if (!ok) fx_jfail_at(c, line, col, "the template is not valid UTF-8");
+        if (b == 0) fx_jfail_at(c, line, col, "the template contains a NUL byte");
         if (b == '\n') { line++; col = 0; }
         col++;
         i += k;
@@ -52,21 +52,21 @@ static void check_text(jctx *c, const char *s, size_t n) {
 
 static jv messages_value(jctx *c, const fx_jinja_input *in) {
     static const char *const roles[] = { "system", "user", "assistant" };
-    jv list = jv_newlist(c, in->n_msgs);
+    jv list = fx_jv_newlist(c, in->n_msgs);
     for (size_t i = 0; i < in->n_msgs; i++) {
-        jstep(c, 1);
+        fx_jstep(c, 1);
         const fx_chat_msg *m = &in->msgs[i];
-        jv d = jv_newdict(c, 2);
+        jv d = fx_jv_newdict(c, 2);
         int role = m->role >= 0 && m->role <= 2 ? m->role : 1;
-        jdict_set(c, d.u.d, jv_cstr("role"), jv_cstr(roles[role]));
-        jdict_set(c, d.u.d, jv_cstr("content"), jv_str(m->content, m->len));
-        jlist_push(c, list.u.l, d);
+        fx_jdict_set(c, d.u.d, fx_jv_cstr("role"), fx_jv_cstr(roles[role]));
+        fx_jdict_set(c, d.u.d, fx_jv_cstr("content"), fx_jv_str(m->content, m->len));
+        fx_jlist_push(c, list.u.l, d);
     }
     return list;
 }
 
 static void setv(jctx *c, const char *name, jv v) {
-    jscope_set(c, c->globals, (jstr){ name, strlen(name) }, v);
+    fx_jscope_set(c, c->globals, (jstr){ name, strlen(name) }, v);
 }
 
 fx_status fx_jinja_render(const fx_alloc *alloc, const fx_jinja_input *in,
@@ -101,43 +101,43 @@ fx_status fx_jinja_render(const fx_alloc *alloc, const fx_jinja_input *in,
     fx_status st = FX_OK;
     if (setjmp(c->fail) == 0) {
         check_text(c, in->tmpl, in->tmpl_len);
-        jnode *root = jparse(c, in->tmpl, in->tmpl_len);
-        c->globals = jscope_new(c, NULL);
+        jnode *root = fx_jparse(c, in->tmpl, in->tmpl_len);
+        c->globals = fx_jscope_new(c, NULL);
         setv(c, "messages", messages_value(c, in));
         /* transformers passes tools and documents, None when not given. */
-        setv(c, "tools", jv_none());
-        setv(c, "documents", jv_none());
-        setv(c, "add_generation_prompt", jv_bool(in->add_generation_prompt));
-        setv(c, "bos_token", jv_str(in->bos, in->bos_len));
-        setv(c, "eos_token", jv_str(in->eos, in->eos_len));
+        setv(c, "tools", fx_jv_none());
+        setv(c, "documents", fx_jv_none());
+        setv(c, "add_generation_prompt", fx_jv_bool(in->add_generation_prompt));
+        setv(c, "bos_token", fx_jv_str(in->bos, in->bos_len));
+        setv(c, "eos_token", fx_jv_str(in->eos, in->eos_len));
         if (in->extra_json) {
-            jv extra = jv_parse_json(c, in->extra_json, in->extra_len,
+            jv extra = fx_jv_parse_json(c, in->extra_json, in->extra_len,
                                      "extra context");
             if (extra.t != JV_DICT)
-                jfail(c, FX_ERR_INVALID_ARG, "extra context: the JSON must "
+                fx_jfail(c, FX_ERR_INVALID_ARG, "extra context: the JSON must "
                       "be an object");
-            bool has_messages = jdict_gets(extra.u.d, "messages", 8) != NULL;
+            bool has_messages = fx_jdict_gets(extra.u.d, "messages", 8) != NULL;
             if (has_messages && in->n_msgs)
-                jfail(c, FX_ERR_INVALID_ARG, "messages given twice: as "
+                fx_jfail(c, FX_ERR_INVALID_ARG, "messages given twice: as "
                       "messages and in the context's \"messages\"");
             if (!has_messages && !in->n_msgs)
-                jfail(c, FX_ERR_INVALID_ARG, "no messages: neither given "
+                fx_jfail(c, FX_ERR_INVALID_ARG, "no messages: neither given "
                       "nor in the context's \"messages\"");
             for (size_t i = 0; i < extra.u.d->n; i++) {
                 if (extra.u.d->k[i].t == JV_STR)
-                    jscope_set(c, c->globals, extra.u.d->k[i].u.s,
+                    fx_jscope_set(c, c->globals, extra.u.d->k[i].u.s,
                                extra.u.d->v[i]);
             }
         }
-        c->top = jscope_new(c, c->globals);
+        c->top = fx_jscope_new(c, c->globals);
         jout o = { 0 };
         c->out = &o;
-        jexec(c, c->top, root);
+        fx_jexec(c, c->top, root);
         if (o.n && memchr(o.p, '\0', o.n))
-            jfail(c, FX_ERR_BAD_TEMPLATE, "the rendered text contains a NUL "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "the rendered text contains a NUL "
                   "byte");
         char *text = fx_malloc(alloc, o.n + 1);
-        if (!text) jfail(c, FX_ERR_NOMEM, "out of memory for the prompt");
+        if (!text) fx_jfail(c, FX_ERR_NOMEM, "out of memory for the prompt");
         if (o.n) memcpy(text, o.p, o.n);
         text[o.n] = '\0';
         *out = text;
@@ -145,7 +145,7 @@ fx_status fx_jinja_render(const fx_alloc *alloc, const fx_jinja_input *in,
     } else {
         st = c->status;
     }
-    jarena_free(&c->arena);
+    fx_jarena_free(&c->arena);
     fx_free(alloc, (void *)c);
     return st;
 }
@@ -164,11 +164,11 @@ fx_status fx_jinja_check(const fx_alloc *alloc, const char *text, size_t len,
     fx_status st = FX_OK;
     if (setjmp(c->fail) == 0) {
         check_text(c, text, len);
-        jparse(c, text, len);
+        fx_jparse(c, text, len);
     } else {
         st = c->status;
     }
-    jarena_free(&c->arena);
+    fx_jarena_free(&c->arena);
     fx_free(alloc, (void *)c);
     return st;
 }

@@ -27,7 +27,7 @@ static void vfail(jctx *c, fx_status st, uint32_t line, uint32_t col,
     longjmp(c->fail, 1);
 }
 
-_Noreturn void jfail(jctx *c, fx_status st, const char *fmt, ...) {
+_Noreturn void fx_jfail(jctx *c, fx_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vfail(c, st, c->at ? c->at->line : 0, c->at ? c->at->col : 0, fmt, ap);
@@ -35,7 +35,7 @@ _Noreturn void jfail(jctx *c, fx_status st, const char *fmt, ...) {
     abort(); /* not reached: vfail jumps */
 }
 
-_Noreturn void jfail_at(jctx *c, uint32_t line, uint32_t col,
+_Noreturn void fx_jfail_at(jctx *c, uint32_t line, uint32_t col,
                         const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -44,10 +44,10 @@ _Noreturn void jfail_at(jctx *c, uint32_t line, uint32_t col,
     abort();
 }
 
-void jstep(jctx *c, uint64_t n) {
+void fx_jstep(jctx *c, uint64_t n) {
     c->steps += n;
     if (c->steps > c->lim->max_steps)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "the template ran past its budget of "
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "the template ran past its budget of "
               "%llu steps (an endless or huge loop?)",
               (unsigned long long)c->lim->max_steps);
 }
@@ -58,10 +58,10 @@ void jstep(jctx *c, uint64_t n) {
 #define ALIGN_UP(x) (((x) + (sizeof(max_align_t) - 1)) & \
                      ~(sizeof(max_align_t) - 1))
 
-void *jalloc(jctx *c, size_t size) {
+void *fx_jalloc(jctx *c, size_t size) {
     jarena *a = &c->arena;
     size = ALIGN_UP(size ? size : 1);
-    if (size == 0) jfail(c, FX_ERR_TOO_LARGE, "an allocation overflows");
+    if (size == 0) fx_jfail(c, FX_ERR_TOO_LARGE, "an allocation overflows");
     jchunk *h = a->head;
     if (h && h->size - h->used >= size) {
         void *p = (char *)h + ALIGN_UP(sizeof *h) + h->used;
@@ -71,10 +71,10 @@ void *jalloc(jctx *c, size_t size) {
     size_t body = size > CHUNK_MIN ? size : CHUNK_MIN;
     size_t whole = ALIGN_UP(sizeof *h) + body;
     if (whole < body || body > a->cap || a->total > a->cap - whole)
-        jfail(c, FX_ERR_TOO_LARGE, "the template needs more than its memory "
+        fx_jfail(c, FX_ERR_TOO_LARGE, "the template needs more than its memory "
               "cap of %zu bytes", a->cap);
     jchunk *n = fx_malloc(a->alloc, whole);
-    if (!n) jfail(c, FX_ERR_NOMEM, "out of memory (%zu bytes)", whole);
+    if (!n) fx_jfail(c, FX_ERR_NOMEM, "out of memory (%zu bytes)", whole);
     a->total += whole;
     n->size = body;
     n->used = size;
@@ -90,7 +90,7 @@ void *jalloc(jctx *c, size_t size) {
     return (char *)n + ALIGN_UP(sizeof *n);
 }
 
-void jarena_free(jarena *a) {
+void fx_jarena_free(jarena *a) {
     jchunk *h = a->head;
     while (h) {
         jchunk *next = h->next;
@@ -101,9 +101,9 @@ void jarena_free(jarena *a) {
     a->total = 0;
 }
 
-char *jstrdup(jctx *c, const char *p, size_t n) {
-    if (n == SIZE_MAX) jfail(c, FX_ERR_TOO_LARGE, "a string overflows");
-    char *s = jalloc(c, n + 1);
+char *fx_jstrdup(jctx *c, const char *p, size_t n) {
+    if (n == SIZE_MAX) fx_jfail(c, FX_ERR_TOO_LARGE, "a string overflows");
+    char *s = fx_jalloc(c, n + 1);
     if (n) memcpy(s, p, n);
     s[n] = '\0';
     return s;
@@ -111,20 +111,20 @@ char *jstrdup(jctx *c, const char *p, size_t n) {
 
 /* ---- output buffers ---- */
 
-void jout_put(jctx *c, jout *o, const char *p, size_t n) {
+void fx_jout_put(jctx *c, jout *o, const char *p, size_t n) {
     if (n == 0) return;
     if (o == c->out && (n > c->lim->max_output ||
                         o->n > c->lim->max_output - n))
-        jfail(c, FX_ERR_TOO_LARGE, "the rendered text exceeds its cap of "
+        fx_jfail(c, FX_ERR_TOO_LARGE, "the rendered text exceeds its cap of "
               "%zu bytes", c->lim->max_output);
     if (n > c->arena.cap || o->n > c->arena.cap - n)
-        jfail(c, FX_ERR_TOO_LARGE, "a string exceeds the memory cap of %zu "
+        fx_jfail(c, FX_ERR_TOO_LARGE, "a string exceeds the memory cap of %zu "
               "bytes", c->arena.cap);
-    jstep(c, n / 64);
+    fx_jstep(c, n / 64);
     if (o->n + n > o->cap) {
         size_t cap = o->cap ? o->cap : 64;
         while (cap < o->n + n) cap = cap > SIZE_MAX / 2 ? o->n + n : cap * 2;
-        char *q = jalloc(c, cap);
+        char *q = fx_jalloc(c, cap);
         if (o->n) memcpy(q, o->p, o->n);
         o->p = q;
         o->cap = cap;
@@ -133,53 +133,53 @@ void jout_put(jctx *c, jout *o, const char *p, size_t n) {
     o->n += n;
 }
 
-jstr jout_str(const jout *o) {
+jstr fx_jout_str(const jout *o) {
     jstr s = { o->p ? o->p : "", o->n };
     return s;
 }
 
 static void put_s(jctx *c, jout *o, const char *s) {
-    jout_put(c, o, s, strlen(s));
+    fx_jout_put(c, o, s, strlen(s));
 }
 
 /* ---- constructors and containers ---- */
 
-jv jv_undef(jstr name) { jv v = { .t = JV_UNDEF }; v.u.s = name; return v; }
-jv jv_none(void) { jv v = { .t = JV_NONE }; return v; }
-jv jv_bool(bool b) { jv v = { .t = JV_BOOL }; v.u.b = b; return v; }
-jv jv_int(int64_t i) { jv v = { .t = JV_INT }; v.u.i = i; return v; }
-jv jv_float(double f) { jv v = { .t = JV_FLOAT }; v.u.f = f; return v; }
+jv fx_jv_undef(jstr name) { jv v = { .t = JV_UNDEF }; v.u.s = name; return v; }
+jv fx_jv_none(void) { jv v = { .t = JV_NONE }; return v; }
+jv fx_jv_bool(bool b) { jv v = { .t = JV_BOOL }; v.u.b = b; return v; }
+jv fx_jv_int(int64_t i) { jv v = { .t = JV_INT }; v.u.i = i; return v; }
+jv fx_jv_float(double f) { jv v = { .t = JV_FLOAT }; v.u.f = f; return v; }
 
-jv jv_str(const char *p, size_t n) {
+jv fx_jv_str(const char *p, size_t n) {
     jv v = { .t = JV_STR };
     v.u.s.p = p ? p : "";
     v.u.s.n = n;
     return v;
 }
 
-jv jv_cstr(const char *s) { return jv_str(s, strlen(s)); }
+jv fx_jv_cstr(const char *s) { return fx_jv_str(s, strlen(s)); }
 
-jv jv_newlist(jctx *c, size_t cap) {
-    jlist *l = jalloc(c, sizeof *l);
+jv fx_jv_newlist(jctx *c, size_t cap) {
+    jlist *l = fx_jalloc(c, sizeof *l);
     l->n = 0;
     l->depth = 0;
     l->cap = cap;
-    if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "list size");
-    l->v = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
+    if (cap > SIZE_MAX / sizeof(jv)) fx_jfail(c, FX_ERR_TOO_LARGE, "list size");
+    l->v = cap ? fx_jalloc(c, cap * sizeof(jv)) : NULL;
     jv v = { .t = JV_LIST };
     v.u.l = l;
     return v;
 }
 
-jv jv_newdict(jctx *c, size_t cap) {
-    jdict *d = jalloc(c, sizeof *d);
+jv fx_jv_newdict(jctx *c, size_t cap) {
+    jdict *d = fx_jalloc(c, sizeof *d);
     d->n = 0;
     d->depth = 0;
     d->cap = cap;
     d->ns = false;
-    if (cap > SIZE_MAX / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "dict size");
-    d->k = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
-    d->v = cap ? jalloc(c, cap * sizeof(jv)) : NULL;
+    if (cap > SIZE_MAX / sizeof(jv)) fx_jfail(c, FX_ERR_TOO_LARGE, "dict size");
+    d->k = cap ? fx_jalloc(c, cap * sizeof(jv)) : NULL;
+    d->v = cap ? fx_jalloc(c, cap * sizeof(jv)) : NULL;
     jv v = { .t = JV_DICT };
     v.u.d = d;
     return v;
@@ -193,22 +193,22 @@ static uint32_t nesting(jctx *c, const jv *v) {
     if (v->t == JV_LIST) d = v->u.l->depth;
     else if (v->t == JV_DICT && !v->u.d->ns) d = v->u.d->depth;
     if (d + 1 > JV_MAX_NESTING)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "values nested more than %d deep",
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "values nested more than %d deep",
               JV_MAX_NESTING);
     return d + 1;
 }
 
 static size_t grow_cap(jctx *c, size_t cap) {
-    if (cap > SIZE_MAX / 2 / sizeof(jv)) jfail(c, FX_ERR_TOO_LARGE, "grow");
+    if (cap > SIZE_MAX / 2 / sizeof(jv)) fx_jfail(c, FX_ERR_TOO_LARGE, "grow");
     return cap ? cap * 2 : 4;
 }
 
-void jlist_push(jctx *c, jlist *l, jv v) {
+void fx_jlist_push(jctx *c, jlist *l, jv v) {
     uint32_t d = nesting(c, &v);
     if (d > l->depth) l->depth = d;
     if (l->n == l->cap) {
         size_t cap = grow_cap(c, l->cap);
-        jv *nv = jalloc(c, cap * sizeof(jv));
+        jv *nv = fx_jalloc(c, cap * sizeof(jv));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(jv));
         l->v = nv;
         l->cap = cap;
@@ -216,30 +216,30 @@ void jlist_push(jctx *c, jlist *l, jv v) {
     l->v[l->n++] = v;
 }
 
-const jv *jdict_get(const jdict *d, jv k) {
+const jv *fx_jdict_get(const jdict *d, jv k) {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(&d->k[i], &k)) return &d->v[i];
+        if (fx_jv_equal(&d->k[i], &k)) return &d->v[i];
     return NULL;
 }
 
-const jv *jdict_gets(const jdict *d, const char *key, size_t n) {
-    return jdict_get(d, jv_str(key, n));
+const jv *fx_jdict_gets(const jdict *d, const char *key, size_t n) {
+    return fx_jdict_get(d, fx_jv_str(key, n));
 }
 
-void jdict_set(jctx *c, jdict *d, jv k, jv v) {
-    jstep(c, d->n / 16);
+void fx_jdict_set(jctx *c, jdict *d, jv k, jv v) {
+    fx_jstep(c, d->n / 16);
     uint32_t depth = nesting(c, &v), kd = nesting(c, &k);
     if (kd > depth) depth = kd;
     if (depth > d->depth) d->depth = depth;
     for (size_t i = 0; i < d->n; i++) {
-        if (jv_equal(&d->k[i], &k)) {
+        if (fx_jv_equal(&d->k[i], &k)) {
             d->v[i] = v;
             return;
         }
     }
     if (d->n == d->cap) {
         size_t cap = grow_cap(c, d->cap);
-        jv *nk = jalloc(c, cap * sizeof(jv)), *nv = jalloc(c, cap * sizeof(jv));
+        jv *nk = fx_jalloc(c, cap * sizeof(jv)), *nv = fx_jalloc(c, cap * sizeof(jv));
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(jv));
             memcpy(nv, d->v, d->n * sizeof(jv));
@@ -255,7 +255,7 @@ void jdict_set(jctx *c, jdict *d, jv k, jv v) {
 
 /* ---- truth, equality, order ---- */
 
-bool jv_truthy(const jv *v) {
+bool fx_jv_truthy(const jv *v) {
     switch (v->t) {
     case JV_BOOL: return v->u.b;
     case JV_INT: return v->u.i != 0;
@@ -277,7 +277,7 @@ static double num(const jv *v) {
                                                       : (double)v->u.b;
 }
 
-bool jv_equal(const jv *a, const jv *b) {
+bool fx_jv_equal(const jv *a, const jv *b) {
     if (is_num(a) && is_num(b)) {
         if (a->t != JV_FLOAT && b->t != JV_FLOAT) {
             int64_t x = a->t == JV_INT ? a->u.i : a->u.b;
@@ -297,14 +297,14 @@ bool jv_equal(const jv *a, const jv *b) {
         if ((a->tuple == JV_TUPLE) != (b->tuple == JV_TUPLE)) return false;
         if (a->u.l->n != b->u.l->n) return false;
         for (size_t i = 0; i < a->u.l->n; i++)
-            if (!jv_equal(&a->u.l->v[i], &b->u.l->v[i])) return false;
+            if (!fx_jv_equal(&a->u.l->v[i], &b->u.l->v[i])) return false;
         return true;
     case JV_DICT:
         if (a->u.d == b->u.d) return true;
         if (a->u.d->n != b->u.d->n || a->u.d->ns || b->u.d->ns) return false;
         for (size_t i = 0; i < a->u.d->n; i++) {
-            const jv *o = jdict_get(b->u.d, a->u.d->k[i]);
-            if (!o || !jv_equal(&a->u.d->v[i], o)) return false;
+            const jv *o = fx_jdict_get(b->u.d, a->u.d->k[i]);
+            if (!o || !fx_jv_equal(&a->u.d->v[i], o)) return false;
         }
         return true;
     case JV_MACRO: return a->u.m == b->u.m;
@@ -313,7 +313,7 @@ bool jv_equal(const jv *a, const jv *b) {
     }
 }
 
-int jv_compare(jctx *c, const jv *a, const jv *b) {
+int fx_jv_compare(jctx *c, const jv *a, const jv *b) {
     if (is_num(a) && is_num(b)) {
         if (a->t == JV_INT && b->t == JV_INT)
             return a->u.i < b->u.i ? -1 : a->u.i > b->u.i;
@@ -329,16 +329,16 @@ int jv_compare(jctx *c, const jv *a, const jv *b) {
     if (a->t == JV_LIST && b->t == JV_LIST) {
         size_t n = a->u.l->n < b->u.l->n ? a->u.l->n : b->u.l->n;
         for (size_t i = 0; i < n; i++) {
-            int r = jv_compare(c, &a->u.l->v[i], &b->u.l->v[i]);
+            int r = fx_jv_compare(c, &a->u.l->v[i], &b->u.l->v[i]);
             if (r) return r;
         }
         return a->u.l->n < b->u.l->n ? -1 : a->u.l->n > b->u.l->n;
     }
-    jfail(c, FX_ERR_BAD_TEMPLATE, "'<' not supported between instances of "
-          "'%s' and '%s'", jv_typename(a), jv_typename(b));
+    fx_jfail(c, FX_ERR_BAD_TEMPLATE, "'<' not supported between instances of "
+          "'%s' and '%s'", fx_jv_typename(a), fx_jv_typename(b));
 }
 
-const char *jv_typename(const jv *v) {
+const char *fx_jv_typename(const jv *v) {
     static const char *const names[] = { "Undefined", "NoneType", "bool",
         "int", "float", "str", "list", "dict", "Macro", "function",
         "LoopContext" };
@@ -366,7 +366,7 @@ static void emit(char **o, size_t *room, const char *fmt, ...) {
 
 /* Python's float repr: the shortest digits that read back the same,
  * positional for exponents -4..15, else d.ddde+XX. */
-void jfmt_float(char *buf, size_t size, double f) {
+void fx_jfmt_float(char *buf, size_t size, double f) {
     if (isnan(f)) { snprintf(buf, size, "nan"); return; }
     if (isinf(f)) { snprintf(buf, size, f < 0 ? "-inf" : "inf"); return; }
     char e[40];
@@ -411,7 +411,7 @@ void jfmt_float(char *buf, size_t size, double f) {
 static void repr_str(jctx *c, jout *o, jstr s) {
     bool sq = memchr(s.p, '\'', s.n) != NULL, dq = memchr(s.p, '"', s.n) != NULL;
     char q = (sq && !dq) ? '"' : '\'';
-    jout_put(c, o, &q, 1);
+    fx_jout_put(c, o, &q, 1);
     size_t from = 0;
     for (size_t i = 0; i < s.n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
@@ -427,48 +427,48 @@ static void repr_str(jctx *c, jout *o, jstr s) {
             e = esc;
         }
         if (!e) continue;
-        jout_put(c, o, s.p + from, i - from);
+        fx_jout_put(c, o, s.p + from, i - from);
         put_s(c, o, e);
         from = i + 1;
     }
-    jout_put(c, o, s.p + from, s.n - from);
-    jout_put(c, o, &q, 1);
+    fx_jout_put(c, o, s.p + from, s.n - from);
+    fx_jout_put(c, o, &q, 1);
 }
 
-void jv_repr(jctx *c, jout *o, const jv *v) {
-    jstep(c, 1);
+void fx_jv_repr(jctx *c, jout *o, const jv *v) {
+    fx_jstep(c, 1);
     if (v->t == JV_STR) {
         repr_str(c, o, v->u.s);
     } else if (v->t == JV_LIST) {
         if (++c->depth > c->lim->max_depth)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
         put_s(c, o, v->tuple ? "(" : "[");
         for (size_t i = 0; i < v->u.l->n; i++) {
             if (i) put_s(c, o, ", ");
-            jv_repr(c, o, &v->u.l->v[i]);
+            fx_jv_repr(c, o, &v->u.l->v[i]);
         }
         if (v->tuple && v->u.l->n == 1) put_s(c, o, ",");
         put_s(c, o, v->tuple ? ")" : "]");
         c->depth--;
     } else if (v->t == JV_DICT && !v->u.d->ns) {
         if (++c->depth > c->lim->max_depth)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
         put_s(c, o, "{");
         for (size_t i = 0; i < v->u.d->n; i++) {
             if (i) put_s(c, o, ", ");
-            jv_repr(c, o, &v->u.d->k[i]);
+            fx_jv_repr(c, o, &v->u.d->k[i]);
             put_s(c, o, ": ");
-            jv_repr(c, o, &v->u.d->v[i]);
+            fx_jv_repr(c, o, &v->u.d->v[i]);
         }
         put_s(c, o, "}");
         c->depth--;
     } else {
-        jstr s = jv_to_str(c, v);
-        jout_put(c, o, s.p, s.n);
+        jstr s = fx_jv_to_str(c, v);
+        fx_jout_put(c, o, s.p, s.n);
     }
 }
 
-jstr jv_to_str(jctx *c, const jv *v) {
+jstr fx_jv_to_str(jctx *c, const jv *v) {
     char buf[64];
     switch (v->t) {
     case JV_STR: return v->u.s;
@@ -482,7 +482,7 @@ jstr jv_to_str(jctx *c, const jv *v) {
         snprintf(buf, sizeof buf, "%lld", (long long)v->u.i);
         break;
     case JV_FLOAT:
-        jfmt_float(buf, sizeof buf, v->u.f);
+        fx_jfmt_float(buf, sizeof buf, v->u.f);
         break;
     case JV_LIST: case JV_DICT: {
         if (v->t == JV_LIST && v->tuple == JV_GENERATOR) {
@@ -496,20 +496,20 @@ jstr jv_to_str(jctx *c, const jv *v) {
             jdict copy = *v->u.d;
             copy.ns = false;
             plain.u.d = &copy;
-            jout_put(c, &o, "<Namespace ", 11);
-            jv_repr(c, &o, &plain);
-            jout_put(c, &o, ">", 1);
-            return jout_str(&o);
+            fx_jout_put(c, &o, "<Namespace ", 11);
+            fx_jv_repr(c, &o, &plain);
+            fx_jout_put(c, &o, ">", 1);
+            return fx_jout_str(&o);
         }
-        jv_repr(c, &o, v);
-        return jout_str(&o);
+        fx_jv_repr(c, &o, v);
+        return fx_jout_str(&o);
     }
     case JV_MACRO: snprintf(buf, sizeof buf, "<Macro>"); break;
     case JV_FUNC: snprintf(buf, sizeof buf, "<function>"); break;
     default: snprintf(buf, sizeof buf, "<LoopContext>"); break;
     }
     size_t n = strlen(buf);
-    jstr s = { jstrdup(c, buf, n), n };
+    jstr s = { fx_jstrdup(c, buf, n), n };
     return s;
 }
 
@@ -537,11 +537,11 @@ static void json_str(jctx *c, jout *o, jstr s) {
             }
         }
         if (!e) continue;
-        jout_put(c, o, s.p + from, i - from);
+        fx_jout_put(c, o, s.p + from, i - from);
         put_s(c, o, e);
         from = i + 1;
     }
-    jout_put(c, o, s.p + from, s.n - from);
+    fx_jout_put(c, o, s.p + from, s.n - from);
     put_s(c, o, "\"");
 }
 
@@ -550,19 +550,19 @@ static void json_nl(jctx *c, jout *o, int indent, int level) {
     for (int i = 0; i < indent * level; i++) put_s(c, o, " ");
 }
 
-void jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
+void fx_jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
                bool sort_keys) {
-    jstep(c, 1);
+    fx_jstep(c, 1);
     const char *item_sep = indent >= 0 ? "," : ", ";
     switch (v->t) {
     case JV_NONE: put_s(c, o, "null"); return;
     case JV_BOOL: put_s(c, o, v->u.b ? "true" : "false"); return;
     case JV_INT: case JV_FLOAT: {
-        jstr s = jv_to_str(c, v);
+        jstr s = fx_jv_to_str(c, v);
         if (v->t == JV_FLOAT && isnan(v->u.f)) put_s(c, o, "NaN");
         else if (v->t == JV_FLOAT && isinf(v->u.f))
             put_s(c, o, v->u.f < 0 ? "-Infinity" : "Infinity");
-        else jout_put(c, o, s.p, s.n);
+        else fx_jout_put(c, o, s.p, s.n);
         return;
     }
     case JV_STR: json_str(c, o, v->u.s); return;
@@ -570,32 +570,32 @@ void jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
         if (v->tuple != JV_GENERATOR) break;
         /* fall through */
     default:
-        jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type %s is not JSON "
-              "serializable", jv_typename(v));
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type %s is not JSON "
+              "serializable", fx_jv_typename(v));
     }
     if (++c->depth > c->lim->max_depth)
-        jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply for tojson");
+        fx_jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply for tojson");
     if (v->t == JV_LIST) {
         const jlist *l = v->u.l;
         put_s(c, o, "[");
         for (size_t i = 0; i < l->n; i++) {
             if (i) put_s(c, o, item_sep);
             if (indent >= 0) json_nl(c, o, indent, level + 1);
-            jv_tojson(c, o, &l->v[i], indent, level + 1, sort_keys);
+            fx_jv_tojson(c, o, &l->v[i], indent, level + 1, sort_keys);
         }
         if (indent >= 0 && l->n) json_nl(c, o, indent, level);
         put_s(c, o, "]");
     } else {
         const jdict *d = v->u.d;
         if (d->ns)
-            jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type Namespace is not "
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "Object of type Namespace is not "
                   "JSON serializable");
-        size_t *order = jalloc(c, (d->n ? d->n : 1) * sizeof *order);
+        size_t *order = fx_jalloc(c, (d->n ? d->n : 1) * sizeof *order);
         for (size_t i = 0; i < d->n; i++) order[i] = i;
         if (sort_keys) { /* insertion sort: dicts in templates are small */
             for (size_t i = 1; i < d->n; i++) {
                 size_t x = order[i], j = i;
-                while (j > 0 && jv_compare(c, &d->k[order[j - 1]], &d->k[x]) > 0) {
+                while (j > 0 && fx_jv_compare(c, &d->k[order[j - 1]], &d->k[x]) > 0) {
                     order[j] = order[j - 1];
                     j--;
                 }
@@ -612,14 +612,14 @@ void jv_tojson(jctx *c, jout *o, const jv *v, int indent, int level,
             } else if (k->t == JV_INT || k->t == JV_FLOAT || k->t == JV_BOOL ||
                        k->t == JV_NONE) {
                 jout tmp = { 0 };
-                jv_tojson(c, &tmp, k, -1, 0, false);
-                json_str(c, o, jout_str(&tmp));
+                fx_jv_tojson(c, &tmp, k, -1, 0, false);
+                json_str(c, o, fx_jout_str(&tmp));
             } else {
-                jfail(c, FX_ERR_BAD_TEMPLATE, "keys must be str, int, float, "
-                      "bool or None, not %s", jv_typename(k));
+                fx_jfail(c, FX_ERR_BAD_TEMPLATE, "keys must be str, int, float, "
+                      "bool or None, not %s", fx_jv_typename(k));
             }
             put_s(c, o, ": ");
-            jv_tojson(c, o, &d->v[order[i]], indent, level + 1, sort_keys);
+            fx_jv_tojson(c, o, &d->v[order[i]], indent, level + 1, sort_keys);
         }
         if (indent >= 0 && d->n) json_nl(c, o, indent, level);
         put_s(c, o, "}");
@@ -637,7 +637,7 @@ typedef struct jreader {
 } jreader;
 
 _Noreturn static void rfail(jreader *r, const char *why) {
-    jfail(r->c, FX_ERR_INVALID_ARG, "%s: invalid JSON at offset %zu: %s",
+    fx_jfail(r->c, FX_ERR_INVALID_ARG, "%s: invalid JSON at offset %zu: %s",
           r->what, (size_t)(r->p - r->start), why);
 }
 
@@ -666,7 +666,7 @@ static void put_utf8(jctx *c, jout *o, uint32_t cp) {
         b[3] = (char)(0x80 | (cp & 0x3f));
         n = 4;
     }
-    jout_put(c, o, b, n);
+    fx_jout_put(c, o, b, n);
 }
 
 static int hexval(char ch) {
@@ -698,7 +698,7 @@ static jv read_string(jreader *r) {
         if (ch == '"') break;
         if ((unsigned char)ch < 0x20) rfail(r, "control character in string");
         if (ch != '\\') { r->p++; continue; }
-        jout_put(r->c, &o, from, (size_t)(r->p - from));
+        fx_jout_put(r->c, &o, from, (size_t)(r->p - from));
         r->p++;
         if (r->p >= r->end) rfail(r, "unterminated escape");
         char e = *r->p++;
@@ -707,7 +707,7 @@ static jv read_string(jreader *r) {
         for (const char *q = map; *q; q += 2)
             if (*q == e) m = q;
         if (m) {
-            jout_put(r->c, &o, m + 1, 1);
+            fx_jout_put(r->c, &o, m + 1, 1);
         } else if (e == 'u') {
             uint32_t cp = read_hex4(r);
             if (cp >= 0xd800 && cp < 0xdc00 && r->end - r->p >= 6 &&
@@ -729,10 +729,10 @@ static jv read_string(jreader *r) {
         }
         from = r->p;
     }
-    jout_put(r->c, &o, from, (size_t)(r->p - from));
+    fx_jout_put(r->c, &o, from, (size_t)(r->p - from));
     r->p++;
-    jstr s = jout_str(&o);
-    return jv_str(s.p, s.n);
+    jstr s = fx_jout_str(&o);
+    return fx_jv_str(s.p, s.n);
 }
 
 static jv read_value(jreader *r);
@@ -763,11 +763,11 @@ static jv read_number(jreader *r) {
     if (!is_float) {
         long long v = strtoll(buf, &endp, 10);
         if (*endp == '\0' && v != LLONG_MAX && v != LLONG_MIN)
-            return jv_int(v);
+            return fx_jv_int(v);
     }
     double d = strtod(buf, &endp);
     if (*endp != '\0') rfail(r, "bad number");
-    return jv_float(d);
+    return fx_jv_float(d);
 }
 
 static bool word(jreader *r, const char *w) {
@@ -778,19 +778,19 @@ static bool word(jreader *r, const char *w) {
 }
 
 static jv read_value(jreader *r) {
-    jstep(r->c, 1);
+    fx_jstep(r->c, 1);
     skip_ws(r);
     if (r->p >= r->end) rfail(r, "unexpected end");
     char ch = *r->p;
     if (ch == '"') return read_string(r);
     if (ch == '-' || (ch >= '0' && ch <= '9')) return read_number(r);
-    if (word(r, "true")) return jv_bool(true);
-    if (word(r, "false")) return jv_bool(false);
-    if (word(r, "null")) return jv_none();
+    if (word(r, "true")) return fx_jv_bool(true);
+    if (word(r, "false")) return fx_jv_bool(false);
+    if (word(r, "null")) return fx_jv_none();
     if (ch != '[' && ch != '{') rfail(r, "unexpected character");
     if (++r->depth > r->c->lim->max_depth) rfail(r, "nested too deeply");
     r->p++;
-    jv out = ch == '[' ? jv_newlist(r->c, 0) : jv_newdict(r->c, 0);
+    jv out = ch == '[' ? fx_jv_newlist(r->c, 0) : fx_jv_newdict(r->c, 0);
     char close = ch == '[' ? ']' : '}';
     skip_ws(r);
     if (r->p < r->end && *r->p == close) {
@@ -800,7 +800,7 @@ static jv read_value(jreader *r) {
     }
     for (;;) {
         if (ch == '[') {
-            jlist_push(r->c, out.u.l, read_value(r));
+            fx_jlist_push(r->c, out.u.l, read_value(r));
         } else {
             skip_ws(r);
             if (r->p >= r->end || *r->p != '"') rfail(r, "expected a key");
@@ -808,7 +808,7 @@ static jv read_value(jreader *r) {
             skip_ws(r);
             if (r->p >= r->end || *r->p != ':') rfail(r, "expected ':'");
             r->p++;
-            jdict_set(r->c, out.u.d, k, read_value(r));
+            fx_jdict_set(r->c, out.u.d, k, read_value(r));
         }
         skip_ws(r);
         if (r->p < r->end && *r->p == ',') { r->p++; continue; }
@@ -819,7 +819,7 @@ static jv read_value(jreader *r) {
     return out;
 }
 
-jv jv_parse_json(jctx *c, const char *p, size_t n, const char *what) {
+jv fx_jv_parse_json(jctx *c, const char *p, size_t n, const char *what) {
     jreader r = { c, p, p, p + n, what, 0 };
     jv v = read_value(&r);
     skip_ws(&r);
@@ -831,7 +831,7 @@ jv jv_parse_json(jctx *c, const char *p, size_t n, const char *what) {
 
 /* Characters in p[0..n): what Python's len() gives for a str. Bytes that
  * are not UTF-8 count one each. */
-size_t jutf8_len(const char *p, size_t n) {
+size_t fx_jutf8_len(const char *p, size_t n) {
     size_t count = 0;
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)p[i] & 0xc0) != 0x80) count++;
