@@ -354,7 +354,10 @@ static jv slice(jctx *c, jscope *sc, const jnode *n) {
             fx_jout_put(c, &o, obj.u.s.p + from, to - from);
         }
     }
-    if (obj.t == JV_LIST) return out;
+    if (obj.t == JV_LIST) {
+        out.tuple = obj.tuple == JV_TUPLE ? JV_TUPLE : 0; /* (1, 2)[1:] is (2,) */
+        return out;
+    }
     jstr s = fx_jout_str(&o);
     return fx_jv_str(s.p, s.n);
 }
