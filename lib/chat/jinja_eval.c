@@ -220,7 +220,9 @@ static jv binop(jctx *c, jop op, const jv *a, const jv *b) {
                 (b->t == JV_INT || b->t == JV_BOOL);
     if (numeric(a) && numeric(b)) {
         double x = as_double(a), y = as_double(b);
-        int64_t i = as_int(a), j = as_int(b);
+        /* Read as integers only when both are: a float's bytes are no
+         * bool (UBSan found this). */
+        int64_t i = ints ? as_int(a) : 0, j = ints ? as_int(b) : 0;
         switch (op) {
         case OP_ADD:
             if (ints) return int_op(c, op, i, j);
