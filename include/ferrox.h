@@ -1043,9 +1043,10 @@ typedef struct fx_chat_options {
     const char *context_json;
     /** strftime_now's clock, seconds since 1970 UTC; 0 means now. */
     int64_t now;
-    /** bos_token / eos_token texts, NUL-terminated; NULL for the model's
-     * (or, without a model, the family's usual ones, else ""). */
+    /** The bos_token text, NUL-terminated; NULL for the model's (or,
+     * without a model, the family's usual one, else ""). */
     const char *bos_token;
+    /** The eos_token text, as bos_token. */
     const char *eos_token;
 } fx_chat_options;
 
