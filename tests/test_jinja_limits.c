@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "chat/jinja.h"
+#include "test_util.h"
 
 static const fx_chat_msg one_user[] = { { FX_CHAT_ROLE_USER, "hi", 2 } };
 
@@ -315,6 +316,65 @@ static void test_allocation_failure(void **state) {
     assert_true(failures >= 3);
 }
 
+/* ---- end-of-turn markers derived from the real templates ---- */
+
+/* For every template of tests/data/chat that a family's markers name, the
+ * marker derived by rendering it is one of that family's stop texts (or
+ * the EOS text): derivation agrees with the table where both exist, which
+ * is what lets it stand in for templates the table does not know. */
+static void test_derived_stop_agrees(void **state) {
+    (void)state;
+    fx_alloc alloc;
+    assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
+    size_t len = 0;
+    char *tsv = fx_test_read_file(fx_test_data_path("chat/cases.tsv"), &len);
+    assert_non_null(tsv);
+    size_t checked = 0, derived = 0;
+    char last[256] = "";
+    for (char *line = tsv; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        char *tab1 = strchr(line, '\t');
+        char *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL;
+        if (line[0] != '#' && tab1 && tab2) {
+            *tab2 = '\0';
+            const char *file = tab1 + 1;
+            if (strcmp(file, last) != 0) {
+                snprintf(last, sizeof last, "%s", file);
+                char rel[300];
+                snprintf(rel, sizeof rel, "chat/templates/%s", file);
+                size_t n = 0;
+                char *tmpl = fx_test_read_file(fx_test_data_path(rel), &n);
+                assert_non_null(tmpl);
+                fx_chat_tmpl t;
+                assert_int_equal(fx_chat_tmpl_detect(tmpl, n, &t, NULL), FX_OK);
+                char marker[72];
+                size_t k = fx_chat_derive_stop(&alloc, tmpl, n, "<s>", 3, "</s>",
+                                               4, marker, sizeof marker);
+                derived += k > 0;
+                if (k && t.family < FX_CHAT_FAMILY_COUNT) {
+                    const char *texts[8];
+                    size_t nt = fx_chat_stop_texts(&t, texts, 8);
+                    int found = strcmp(marker, "</s>") == 0;
+                    for (size_t i = 0; i < nt; i++)
+                        found |= strcmp(texts[i], marker) == 0;
+                    if (!found)
+                        fail_msg("%s (%s): derived %s, not a stop text of the "
+                                 "family", file, fx_chat_family_str(t.family),
+                                 marker);
+                    checked++;
+                }
+                free(tmpl);
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(tsv);
+    print_message("%zu templates of a known family agree; %zu templates gave "
+                  "a marker\n", checked, derived);
+    assert_true(checked >= 20);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deep_nesting),
@@ -323,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_allocation_failure),
+        cmocka_unit_test(test_derived_stop_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
