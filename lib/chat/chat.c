@@ -471,6 +471,10 @@ size_t fx_chat_derive_stop(const fx_alloc *alloc, const char *tmpl,
         in.bos_len = bos_len;
         in.eos = eos;
         in.eos_len = eos_len;
+        /* Templates that print today's date call strftime_now outright;
+         * any fixed day serves here. */
+        in.has_clock = true;
+        in.now = 0;
         char *text = NULL;
         size_t n = 0;
         if (fx_jinja_render(alloc, &in, &lim, &text, &n, NULL) != FX_OK)
