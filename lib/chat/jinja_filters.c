@@ -155,7 +155,10 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
             indent = (int)jv_as_int(ind);
         }
         jout o = { 0 };
+        const jv *ea = fx_jkwarg(kwn, kwv, nkw, "ensure_ascii");
+        c->json_ascii = ea && fx_jv_truthy(ea);
         fx_jv_tojson(c, &o, v, indent, 0, sk && fx_jv_truthy(sk));
+        c->json_ascii = false;
         return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "list")) return to_list(c, v);

@@ -152,6 +152,7 @@ typedef struct jctx {
     int64_t now;
     const jnode *at;     /* the node being evaluated, for messages */
     int ctl;             /* a pending {% break %} (1) or {% continue %} (2) */
+    bool json_ascii;     /* tojson(ensure_ascii=True) is writing */
     uint32_t loops;      /* for-loops being run, for break/continue */
 } jctx;
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 static void put_s(jctx *c, jout *o, const char *s) {
     fx_jout_put(c, o, s, strlen(s));
@@ -38,10 +39,30 @@ static void json_str(jctx *c, jout *o, jstr s) {
                 e = esc;
             }
         }
+        size_t skip = 1;
+        char wide[16];
+        if (!e && ch >= 0x80 && c->json_ascii) {
+            /* ensure_ascii=True: \uXXXX, surrogate pairs past U+FFFF;
+             * bytes that are not UTF-8 stay as they are. */
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t k = utf8proc_iterate(
+                (const utf8proc_uint8_t *)s.p + i, (utf8proc_ssize_t)(s.n - i), &cp);
+            if (k > 0) {
+                if (cp >= 0x10000)
+                    snprintf(wide, sizeof wide, "\\u%04x\\u%04x",
+                             (unsigned)(0xd800 + ((cp - 0x10000) >> 10)),
+                             (unsigned)(0xdc00 + ((cp - 0x10000) & 0x3ff)));
+                else
+                    snprintf(wide, sizeof wide, "\\u%04x", (unsigned)cp);
+                e = wide;
+                skip = (size_t)k;
+            }
+        }
         if (!e) continue;
         fx_jout_put(c, o, s.p + from, i - from);
         put_s(c, o, e);
-        from = i + 1;
+        from = i + skip;
+        i += skip - 1;
     }
     fx_jout_put(c, o, s.p + from, s.n - from);
     put_s(c, o, "\"");
