@@ -302,10 +302,28 @@ const jv *fx_jarg(const jv *args, size_t n, size_t pos, const jstr *kwn,
     return name ? fx_jkwarg(kwn, kwv, nkw, name) : NULL;
 }
 
+static bool str_method(jctx *c, const jv *obj, jstr name, const jv *args,
+                       size_t n, const jstr *kwn, const jv *kwv, size_t nkw,
+                       jv *result);
+
 bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
              const jstr *kwn, const jv *kwv, size_t nkw, jv *result) {
-#define ARG(i, nm) fx_jarg(args, n, (i), kwn, kwv, nkw, (nm))
     if (obj->t == JV_STR) {
+        if (!str_method(c, obj, name, args, n, kwn, kwv, nkw, result))
+            return false;
+        /* Markup's methods give Markup back (strip, upper, replace ...). */
+        if (obj->tuple == JV_MARKUP && result->t == JV_STR)
+            result->tuple = JV_MARKUP;
+        return true;
+    }
+    return fx_jmethod_other(c, obj, name, args, n, kwn, kwv, nkw, result);
+}
+
+static bool str_method(jctx *c, const jv *obj, jstr name, const jv *args,
+                       size_t n, const jstr *kwn, const jv *kwv, size_t nkw,
+                       jv *result) {
+#define ARG(i, nm) fx_jarg(args, n, (i), kwn, kwv, nkw, (nm))
+    {
         jstr s = obj->u.s;
         if (jstr_eq(name, "strip")) { *result = fx_jstr_strip(c, s, ARG(0, "chars"), true, true); return true; }
         if (jstr_eq(name, "lstrip")) { *result = fx_jstr_strip(c, s, ARG(0, "chars"), true, false); return true; }
@@ -330,9 +348,13 @@ bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
             const jv *a = ARG(0, NULL), *b = ARG(1, NULL), *k = ARG(2, "count");
             if (!a || !b) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "replace() needs two "
                                 "arguments");
-            *result = fx_jstr_replace(c, s, need_str(c, a, "replace()"),
-                              need_str(c, b, "replace()"),
-                              k && jv_is_intlike(k) ? jv_as_int(k) : -1);
+            jstr from = need_str(c, a, "replace()"), to = need_str(c, b, "replace()");
+            if (obj->tuple == JV_MARKUP) { /* Markup.replace escapes both */
+                if (a->tuple != JV_MARKUP) from = fx_jmarkup_escape(c, from).u.s;
+                if (b->tuple != JV_MARKUP) to = fx_jmarkup_escape(c, to).u.s;
+            }
+            *result = fx_jstr_replace(c, s, from, to,
+                                      k && jv_is_intlike(k) ? jv_as_int(k) : -1);
             return true;
         }
         if (jstr_eq(name, "find")) {
@@ -372,6 +394,13 @@ bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
         }
         return false;
     }
+#undef ARG
+}
+
+bool fx_jmethod_other(jctx *c, const jv *obj, jstr name, const jv *args,
+                      size_t n, const jstr *kwn, const jv *kwv, size_t nkw,
+                      jv *result) {
+#define ARG(i, nm) fx_jarg(args, n, (i), kwn, kwv, nkw, (nm))
     if (obj->t == JV_DICT && !obj->u.d->ns) {
         const jdict *d = obj->u.d;
         if (jstr_eq(name, "items")) { *result = fx_jdict_items(c, d); return true; }

@@ -267,11 +267,18 @@ static jv binop(jctx *c, jop op, const jv *a, const jv *b) {
         }
     }
     if (op == OP_ADD && a->t == JV_STR && b->t == JV_STR) {
+        bool ma = a->tuple == JV_MARKUP, mb = b->tuple == JV_MARKUP;
+        jstr x = a->u.s, y = b->u.s;
+        /* Markup + str escapes the str (markupsafe), autoescape or not. */
+        if (ma && !mb) y = fx_jmarkup_escape(c, y).u.s;
+        if (mb && !ma) x = fx_jmarkup_escape(c, x).u.s;
         jout o = { 0 };
-        fx_jout_put(c, &o, a->u.s.p, a->u.s.n);
-        fx_jout_put(c, &o, b->u.s.p, b->u.s.n);
+        fx_jout_put(c, &o, x.p, x.n);
+        fx_jout_put(c, &o, y.p, y.n);
         jstr s = fx_jout_str(&o);
-        return fx_jv_str(s.p, s.n);
+        jv r = fx_jv_str(s.p, s.n);
+        r.tuple = (ma || mb) ? JV_MARKUP : 0;
+        return r;
     }
     if (op == OP_ADD && a->t == JV_LIST && b->t == JV_LIST) {
         jv out = fx_jv_newlist(c, a->u.l->n + b->u.l->n);

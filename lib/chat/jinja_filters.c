@@ -127,8 +127,14 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
         if (!use) return *v;
         return dflt ? *dflt : fx_jv_str("", 0);
     }
-    if (jstr_eq(name, "safe")) return *v;
+    if (jstr_eq(name, "safe")) {
+        jstr t = fx_jv_to_str(c, v);
+        jv m = fx_jv_str(t.p, t.n);
+        m.tuple = JV_MARKUP;
+        return m;
+    }
     if (jstr_eq(name, "string")) {
+        if (v->t == JV_STR) return *v; /* a Markup stays one */
         jstr s = fx_jv_to_str(c, v);
         return fx_jv_str(s.p, s.n);
     }
@@ -320,11 +326,20 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
     }
     /* The rest work on the text of the value. */
     jstr s = fx_jv_to_str(c, v);
-    if (jstr_eq(name, "trim")) return fx_jstr_strip(c, s, ARG(0, "chars"), true, true);
-    if (jstr_eq(name, "upper")) return fx_jstr_case(c, s, CASE_UPPER);
-    if (jstr_eq(name, "lower")) return fx_jstr_case(c, s, CASE_LOWER);
-    if (jstr_eq(name, "title")) return fx_jstr_case(c, s, CASE_TITLE);
-    if (jstr_eq(name, "capitalize")) return fx_jstr_case(c, s, CASE_CAPITALIZE);
+    /* These keep a Markup a Markup, as str methods on it do. */
+    uint8_t markup = v->t == JV_STR ? (v->tuple == JV_MARKUP ? JV_MARKUP : 0) : 0;
+    jv r;
+    bool cased = true;
+    if (jstr_eq(name, "trim")) r = fx_jstr_strip(c, s, ARG(0, "chars"), true, true);
+    else if (jstr_eq(name, "upper")) r = fx_jstr_case(c, s, CASE_UPPER);
+    else if (jstr_eq(name, "lower")) r = fx_jstr_case(c, s, CASE_LOWER);
+    else if (jstr_eq(name, "title")) r = fx_jstr_case(c, s, CASE_TITLE);
+    else if (jstr_eq(name, "capitalize")) r = fx_jstr_case(c, s, CASE_CAPITALIZE);
+    else cased = false;
+    if (cased) {
+        r.tuple = markup;
+        return r;
+    }
     if (jstr_eq(name, "replace")) {
         const jv *a = ARG(0, "old"), *b = ARG(1, "new"), *k = ARG(2, "count");
         if (!a || !b) fx_jfail(c, FX_ERR_BAD_TEMPLATE, "replace needs two arguments");
@@ -366,21 +381,8 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
         return fx_jmkstr(&o);
     }
     if (jstr_eq(name, "escape") || jstr_eq(name, "e")) {
-        jout o = { 0 };
-        for (size_t i = 0; i < s.n; i++) {
-            const char *r = NULL;
-            switch (s.p[i]) {
-            case '&': r = "&amp;"; break;
-            case '<': r = "&lt;"; break;
-            case '>': r = "&gt;"; break;
-            case '"': r = "&#34;"; break;
-            case '\'': r = "&#39;"; break;
-            default: break;
-            }
-            if (r) fx_jout_put(c, &o, r, strlen(r));
-            else fx_jout_put(c, &o, s.p + i, 1);
-        }
-        return fx_jmkstr(&o);
+        if (v->t == JV_STR && v->tuple == JV_MARKUP) return *v;
+        return fx_jmarkup_escape(c, s);
     }
     if (jstr_eq(name, "wordcount")) {
         jv words = fx_jstr_split(c, s, NULL, -1);
@@ -391,3 +393,27 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
 #undef ARG
 }
 
+
+jv fx_jmarkup_escape(jctx *c, jstr s) {
+    jout o = { 0 };
+    size_t from = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        const char *r = NULL;
+        switch (s.p[i]) {
+        case '&': r = "&amp;"; break;
+        case '<': r = "&lt;"; break;
+        case '>': r = "&gt;"; break;
+        case '"': r = "&#34;"; break;
+        case '\'': r = "&#39;"; break;
+        default: break;
+        }
+        if (!r) continue;
+        fx_jout_put(c, &o, s.p + from, i - from);
+        fx_jout_put(c, &o, r, strlen(r));
+        from = i + 1;
+    }
+    fx_jout_put(c, &o, s.p + from, s.n - from);
+    jv m = fx_jmkstr(&o);
+    m.tuple = JV_MARKUP;
+    return m;
+}

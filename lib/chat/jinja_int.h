@@ -42,6 +42,10 @@ typedef enum jv_type {
 /* Python kinds a JV_LIST stands for: jinja2's select/map filters return
  * generators, which tojson and length refuse and which are always true. */
 enum { JV_TUPLE = 1, JV_GENERATOR = 2 };
+/* A JV_STR that is markupsafe's Markup (from |safe or |escape): adding a
+ * plain string to it escapes that string, as Markup.__add__ does even
+ * with autoescape off. */
+enum { JV_MARKUP = 3 };
 
 typedef struct jstr {
     const char *p;
@@ -55,7 +59,8 @@ struct jloop;
 
 typedef struct jv {
     uint8_t t;           /* jv_type */
-    uint8_t tuple;       /* JV_LIST: JV_TUPLE or JV_GENERATOR, else 0 */
+    uint8_t tuple;       /* JV_LIST: JV_TUPLE or JV_GENERATOR; JV_STR:
+                            JV_MARKUP; else 0 */
     union {
         bool b;
         int64_t i;
@@ -239,10 +244,17 @@ jv fx_jfilter(jctx *c, jscope *sc, jstr name, const jv *v, const jv *args,
 bool fx_jtest(jctx *c, jstr name, const jv *v, const jv *args, size_t n);
 bool fx_jmethod(jctx *c, const jv *obj, jstr name, const jv *args, size_t n,
              const jstr *kwn, const jv *kwv, size_t nkw, jv *result);
+/* fx_jmethod for dicts and loops (strings are its own). */
+bool fx_jmethod_other(jctx *c, const jv *obj, jstr name, const jv *args,
+                      size_t n, const jstr *kwn, const jv *kwv, size_t nkw,
+                      jv *result);
 jv fx_jcall_builtin(jctx *c, int fn, const jv *args, size_t n, const jstr *kwn,
                  const jv *kwv, size_t nkw);
 jv fx_jgetattr(jctx *c, const jv *obj, jstr name);
 jv fx_jgetitem(jctx *c, const jv *obj, const jv *key);
+
+/* markupsafe.escape: & < > " ' as entities, as a Markup string. */
+jv fx_jmarkup_escape(jctx *c, jstr s);
 
 /* shared by the builtins and the filters (jinja_builtins.c) */
 typedef enum jcase { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE } jcase;

@@ -441,13 +441,13 @@ void fx_jv_repr(jctx *c, jout *o, const jv *v) {
     } else if (v->t == JV_LIST) {
         if (++c->depth > c->lim->max_depth)
             fx_jfail(c, FX_ERR_BAD_TEMPLATE, "values nested too deeply");
-        put_s(c, o, v->tuple ? "(" : "[");
+        put_s(c, o, v->tuple == JV_TUPLE ? "(" : "[");
         for (size_t i = 0; i < v->u.l->n; i++) {
             if (i) put_s(c, o, ", ");
             fx_jv_repr(c, o, &v->u.l->v[i]);
         }
-        if (v->tuple && v->u.l->n == 1) put_s(c, o, ",");
-        put_s(c, o, v->tuple ? ")" : "]");
+        if (v->tuple == JV_TUPLE && v->u.l->n == 1) put_s(c, o, ",");
+        put_s(c, o, v->tuple == JV_TUPLE ? ")" : "]");
         c->depth--;
     } else if (v->t == JV_DICT && !v->u.d->ns) {
         if (++c->depth > c->lim->max_depth)
