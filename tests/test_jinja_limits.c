@@ -139,6 +139,14 @@ static void test_loops(void **state) {
     expect_fail("mutual recursion", "{% macro a() %}{{ b() }}{% endmacro %}"
                 "{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}",
                 FX_ERR_BAD_TEMPLATE, "macro calls nested");
+    /* Nesting inside recursion counts against the same budget: 20 nested
+     * ifs in a macro that recurses 20 deep is past 64. */
+    char *t = repeated("{% macro f(n) %}", "{% if true %}", 20,
+                       "{% if n > 0 %}{{ f(n - 1) }}{% endif %}", "{% endif %}",
+                       "{% endmacro %}{{ f(20) }}");
+    expect_fail("nesting times recursion", t, FX_ERR_BAD_TEMPLATE,
+                "nested more than 64 deep");
+    free(t);
     /* Bounded recursion is fine. */
     outcome o = run("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}"
                     "{% endif %}{% endmacro %}{{ f(5) }}");

@@ -662,7 +662,13 @@ void fx_jexec(jctx *c, jscope *sc, const jnode *n) {
     c->at = n;
     switch ((jkind)n->kind) {
     case S_BLOCK:
+        /* Blocks and macro calls share one nesting budget, so that deep
+         * bodies inside deep recursion cannot multiply into a deep stack. */
+        if (++c->depth > c->lim->max_depth)
+            fx_jfail(c, FX_ERR_BAD_TEMPLATE, "blocks and macro calls nested "
+                     "more than %u deep", (unsigned)c->lim->max_depth);
         for (size_t i = 0; i < n->nkids && !c->ctl; i++) fx_jexec(c, sc, n->kids[i]);
+        c->depth--;
         return;
     case S_TEXT:
         fx_jout_put(c, c->out, n->lit.u.s.p, n->lit.u.s.n);
