@@ -726,6 +726,24 @@ void fx_jexec(jctx *c, jscope *sc, const jnode *n) {
                   n->kind == S_BREAK ? "break" : "continue");
         c->ctl = n->kind == S_BREAK ? 1 : 2;
         return;
+    case S_FILTERBLOCK: {
+        jout o = { 0 };
+        jout *saved = c->out;
+        c->out = &o;
+        fx_jexec(c, sc, n->b);
+        c->out = saved;
+        jstr body = fx_jout_str(&o);
+        jv v = fx_jv_str(body.p, body.n);
+        for (size_t i = 0; i < n->nkids; i++) {
+            const jnode *f = n->kids[i];
+            args a = eval_args(c, sc, f);
+            c->at = f;
+            v = fx_jfilter(c, sc, f->name, &v, a.pos, a.n, a.kwn, a.kwv, a.nkw);
+        }
+        jstr s = fx_jv_to_str(c, &v);
+        fx_jout_put(c, c->out, s.p, s.n);
+        return;
+    }
     case S_CALLBLOCK: {
         /* {% call m(args) %}body{% endcall %}: m sees the body as caller(). */
         jnode *body = fx_jalloc(c, sizeof *body);

@@ -109,7 +109,7 @@ typedef enum jkind {
     E_OR, E_COND,
     /* statements */
     S_BLOCK, S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO,
-    S_BREAK, S_CONTINUE, S_CALLBLOCK
+    S_BREAK, S_CONTINUE, S_CALLBLOCK, S_FILTERBLOCK
 } jkind;
 
 typedef enum jop {

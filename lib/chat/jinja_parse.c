@@ -722,6 +722,28 @@ static jnode *body(parser *p, const char *const *ends, jstr *which) {
             jstr w;
             n = body(p, ends2, &w);
             expect_block_end(p);
+        } else if (jstr_eq(kw->s, "filter")) {
+            /* {% filter f(args) | g %}body{% endfilter %}: the filters in
+             * kids, applied in order to the rendered body. */
+            n = mk(p, S_FILTERBLOCK, kw);
+            nodelist chain = { 0 };
+            for (;;) {
+                jnode *f = mk(p, E_FILTER, pk(p));
+                f->name = expect_name(p);
+                if (is_op(p, "(")) {
+                    adv(p);
+                    call_args(p, f);
+                }
+                nl_push(p, &chain, f);
+                if (!is_op(p, "|")) break;
+                adv(p);
+            }
+            set_kids(n, &chain);
+            expect_block_end(p);
+            static const char *const ends4[] = { "endfilter", NULL };
+            jstr w;
+            n->b = body(p, ends4, &w);
+            expect_block_end(p);
         } else if (jstr_eq(kw->s, "call")) {
             n = mk(p, S_CALLBLOCK, kw);
             n->a = expr(p);

@@ -215,6 +215,14 @@ def main():
         for sname, (ctx, gen) in SWEEP.items():
             case = tname[:-len(".jinja")] + "--" + sname
             add(case, tname, text, sname + ".json", ctx, gen, "<s>", "</s>")
+    # firefunction v2 reads `functions` and `datetime` variables (and
+    # wraps its system prompt in a {% filter %} block).
+    add("fireworks-ai-llama-3-firefunction-v2--functions",
+        "fireworks-ai-llama-3-firefunction-v2.jinja",
+        seen["fireworks-ai-llama-3-firefunction-v2.jinja"], "functions.json",
+        {"messages": CONV[1:], "functions": "get_weather", "tools": TOOLS,
+         "datetime": "2024-07-26"},
+        True, "<s>", "</s>")
     with open(os.path.join(HERE, "cases.tsv"), "w", encoding="utf-8") as f:
         f.write("# case\ttemplate\tcontext\tadd_generation_prompt\tbos\teos\texpected\n")
         f.write("\n".join(rows) + "\n")
