@@ -863,7 +863,7 @@ FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
  * nesting of 64 levels (brackets, blocks, macro calls), 16 MiB of output
  * and 64 MiB of memory per render plus 4 and 16 times the size of the
  * input, range() of at most 100000 items (jinja2's sandbox limit). Not
- * supported: {% raw %}, {% include %}/{% extends %}, recursive loops,
+ * supported: {% include %}/{% extends %}/{% import %}, recursive loops,
  * integers beyond 64 bits (an error); string case conversions map
  * characters one to one (utf8proc), where Python maps a few (such as
  * U+00DF) to two.

@@ -201,6 +201,7 @@ static void test_malformed(void **state) {
         { "{{ x", "unterminated {{" },
         { "{% if x", "unterminated {%" },
         { "{# comment", "unterminated comment" },
+        { "{% raw %}{{ x }}", "without {% endraw %}" },
         { "{{ 'abc }}", "unterminated string" },
         { "{% if x %}a", "endif" },
         { "{% for x in y %}", "endfor" },

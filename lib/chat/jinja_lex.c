@@ -258,6 +258,67 @@ static bool only_blanks(const char *p, size_t n) {
     return k == 0;
 }
 
+/* Whether src[at..] is `word` (blanks around it) and a block end:
+ * [-+]?%}. Returns the offset just past the %} in *end, and the sign
+ * before it. */
+static bool raw_tag(const lexer *lx, size_t at, const char *word,
+                    size_t *end) {
+    size_t i = at, n = strlen(word);
+    while (i < lx->len && is_space(lx->src[i])) i++;
+    if (lx->len - i < n || memcmp(lx->src + i, word, n) != 0) return false;
+    i += n;
+    while (i < lx->len && is_space(lx->src[i])) i++;
+    if (i < lx->len && (lx->src[i] == '-' || lx->src[i] == '+')) i++;
+    if (lx->len - i < 2 || lx->src[i] != '%' || lx->src[i + 1] != '}')
+        return false;
+    if (end) *end = i + 2;
+    return true;
+}
+
+/* {% raw %}...{% endraw %}: the text between, untouched, with the
+ * whitespace rules of the two tags applied to its ends. */
+static void lex_raw(lexer *lx, size_t skip, bool *strip_after, bool *keep) {
+    size_t begin_end = 0;
+    raw_tag(lx, lx->pos + skip, "raw", &begin_end);
+    char sign = lx->src[begin_end - 3];
+    size_t from = begin_end;
+    if (sign == '-') {
+        const char *s = lx->src + from;
+        size_t k = lx->len - from;
+        fx_chat_strip(&s, &k, true, false);
+        from = (size_t)(s - lx->src);
+    }
+    /* (jinja2 applies no trim_blocks after {% raw %}: its newline stays.) */
+    for (size_t i = from; i + 1 < lx->len; i++) {
+        if (lx->src[i] != '{' || lx->src[i + 1] != '%') continue;
+        size_t j = i + 2;
+        char open_sign = (j < lx->len && (lx->src[j] == '-' || lx->src[j] == '+'))
+                             ? lx->src[j] : 0;
+        if (open_sign) j++;
+        size_t end = 0;
+        if (!raw_tag(lx, j, "endraw", &end)) continue;
+        const char *text = lx->src + from;
+        size_t tlen = i - from;
+        if (open_sign == '-') {
+            fx_chat_strip(&text, &tlen, false, true);
+        } else if (open_sign != '+') {
+            size_t l_pos = tlen;
+            while (l_pos > 0 && text[l_pos - 1] != '\n') l_pos--;
+            if (l_pos > 0 && only_blanks(text + l_pos, tlen - l_pos)) tlen = l_pos;
+        }
+        if (tlen) {
+            jtoken *t = lx_push(lx, T_TEXT, from);
+            t->s.p = text;
+            t->s.n = tlen;
+        }
+        *strip_after = lx->src[end - 3] == '-';
+        *keep = lx->src[end - 3] == '+';
+        lx_pos(lx, end);
+        return;
+    }
+    lx_fail(lx, "{% raw %} without {% endraw %}");
+}
+
 static void lex(lexer *lx) {
     bool line_starting = true;
     while (lx->pos < lx->len) {
@@ -302,6 +363,8 @@ static void lex(lexer *lx) {
             strip_after = j > lx->pos + skip && lx->src[j - 1] == '-';
             keep = j > lx->pos + skip && lx->src[j - 1] == '+';
             lx_pos(lx, j + 2);
+        } else if (kind == '%' && raw_tag(lx, lx->pos + skip, "raw", NULL)) {
+            lex_raw(lx, skip, &strip_after, &keep);
         } else {
             lx_push(lx, kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, lx->pos);
             lx_pos(lx, lx->pos + skip);
