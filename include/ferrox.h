@@ -872,7 +872,8 @@ FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
  * (the model's texts), add_generation_prompt (FX_CHAT_ADD_ASSISTANT),
  * tools and documents (None). fx_chat_apply_ex adds any others (tools,
  * enable_thinking, messages with tool calls ...) from JSON and defines
- * strftime_now; fx_chat_apply leaves strftime_now undefined, so that
+ * strftime_now (in UTC, where transformers uses the local time zone);
+ * fx_chat_apply leaves strftime_now undefined, so that
  * templates that print today's date (Llama 3.1-3.3) fall back to their
  * own fixed date and the output does not change from day to day.
  *
