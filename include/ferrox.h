@@ -852,12 +852,36 @@ FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
  *
  * Instruction-tuned models expect their conversation in their own format,
  * given as a Jinja template in the GGUF key tokenizer.chat_template.
- * ferrox does not run Jinja: it recognizes the template's family from the
- * template text and renders that family in C, byte for byte as the
- * family's published template renders under Hugging Face transformers
- * (apply_chat_template), whitespace and BOS/EOS text included. A template
- * it does not recognize is FX_ERR_BAD_TEMPLATE with a message saying so,
- * never a guess; the host can then name a family itself.
+ * ferrox runs that template with a small interpreter of the Jinja subset
+ * chat templates use, and renders it as Hugging Face transformers'
+ * apply_chat_template does (jinja2 with trim_blocks and lstrip_blocks,
+ * transformers' raise_exception, strftime_now and tojson), byte for byte:
+ * any model's template, not only known ones. A template that does not
+ * parse, raises (raise_exception, an undefined value used, ...) or exceeds
+ * the interpreter's bounds is FX_ERR_BAD_TEMPLATE with the line, column
+ * and reason; output or memory past the caps is FX_ERR_TOO_LARGE. The
+ * bounds: a step budget (about 20 million steps plus 2000 a message),
+ * nesting of 64 levels (brackets, blocks, macro calls), 16 MiB of output
+ * and 64 MiB of memory per render plus 4 and 16 times the size of the
+ * input, range() of at most 100000 items (jinja2's sandbox limit). Not
+ * supported: {% include %}/{% extends %}/{% import %}, recursive loops,
+ * integers beyond 64 bits (an error); string case conversions map
+ * characters one to one (utf8proc), where Python maps a few (such as
+ * U+00DF) to two.
+ *
+ * Template variables: messages (role and content), bos_token, eos_token
+ * (the model's texts), add_generation_prompt (FX_CHAT_ADD_ASSISTANT),
+ * tools and documents (None). fx_chat_apply_ex adds any others (tools,
+ * enable_thinking, messages with tool calls ...) from JSON and defines
+ * strftime_now (in UTC, where transformers uses the local time zone);
+ * fx_chat_apply leaves strftime_now undefined, so that
+ * templates that print today's date (Llama 3.1-3.3) fall back to their
+ * own fixed date and the output does not change from day to day.
+ *
+ * A family name instead of template text selects one of ferrox's own C
+ * renderers, written from each family's published template: useful for a
+ * model without a template, and allocation-free. They render as the
+ * family's template does, with two deliberate departures noted below.
  *
  * Families (fx_chat_family_name lists them):
  * @verbatim
@@ -894,17 +918,20 @@ FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
  * ends with the assistant's opening (`[/INST]`, `<|im_start|>assistant`...),
  * so there the flag changes nothing, as in the reference.
  *
- * Roles are "system", "user" and "assistant". Where a family's template
- * raises an exception (Llama 2, Mistral and Gemma need user/assistant
- * turns to alternate after an optional first system message) the call
- * fails with FX_ERR_BAD_TEMPLATE and that reason. Two deliberate
- * departures, so that a system prompt always reaches the model: Gemma 1/2
- * and the HF Mistral v0.2 template raise on a system message; ferrox
- * writes it at the head of the first user turn followed by a blank line,
- * as Gemma 3's template and Mistral's documentation do.
+ * fx_chat_message roles are "system", "user" and "assistant" (other
+ * roles, such as "tool", go in fx_chat_apply_ex's JSON messages). Where a
+ * template raises an exception (Llama 2, Mistral and Gemma need
+ * user/assistant turns to alternate after an optional first system
+ * message) the call fails with FX_ERR_BAD_TEMPLATE and that reason. Two
+ * deliberate departures of the family names only, so that a system prompt
+ * always reaches the model: the templates of Gemma 1/2 and the HF Mistral
+ * v0.2 raise on a system message; the "gemma" and "mistral" families write
+ * it at the head of the first user turn followed by a blank line, as Gemma
+ * 3's template and Mistral's documentation do. Those templates' text
+ * raises, as in transformers.
  *
  * BOS: templates that start with bos_token (Llama 2/3, Mistral, Gemma,
- * DeepSeek) are rendered WITHOUT that first BOS, because the tokenizer
+ * DeepSeek) are rendered WITHOUT that first BOS text, because the tokenizer
  * adds it when the model asks for BOS (tokenizer.ggml.add_bos_token), as
  * llama.cpp's renderer also does. Tokenize the result with
  * FX_TOKENIZE_ADD_SPECIAL | FX_TOKENIZE_PARSE_SPECIAL and the tokens are
@@ -913,7 +940,8 @@ FX_API fx_token_type_t fx_token_type(const fx_model *model, int32_t token);
  * `</s><s>[INST]`, Mistral's `</s>`) is in the text. A host that
  * tokenizes without adding BOS passes FX_CHAT_WITH_BOS and gets the
  * template's full output. BOS/EOS texts are the model's own tokens; with
- * no model, the family's usual ones (`<s>`, `<|begin_of_text|>`, ...).
+ * no model, the family's usual ones (`<s>`, `<|begin_of_text|>`, ...) or,
+ * for a template of no known family, "" (fx_chat_apply_ex can set them).
  *
  * Threads: with a model, these functions only read it, like the tokenizer
  * functions, and may overlap on one model under the same conditions.
@@ -940,16 +968,17 @@ typedef struct fx_chat_message {
 /**
  * Renders msgs[0..n_msgs) with a chat template into buf, NUL-terminated.
  *   tmpl NULL: the model's tokenizer.chat_template (FX_ERR_MISSING if it
- *   has none); a family name such as "chatml": that family; anything
- *   else: template text to recognize.
+ *   has none); a family name such as "chatml": that family's renderer;
+ *   anything else: template text, run by the interpreter.
  * model may be NULL when tmpl is given; then BOS/EOS texts are the
  * family's usual ones and no error message is kept (see
  * fx_chat_apply_template). *needed (if not NULL) is set to the size
  * including the NUL; buf may be NULL with buf_size 0 to ask for it. If buf
  * is too small: FX_ERR_BUFFER_TOO_SMALL, *needed set, buf holds "".
  * Errors: FX_ERR_INVALID_ARG (no messages, a NULL or unknown role, a NUL
- * in content), FX_ERR_BAD_TEMPLATE (unrecognized template, or a
- * conversation the template refuses), FX_ERR_MISSING, FX_ERR_NOMEM;
+ * in content), FX_ERR_BAD_TEMPLATE (a template that does not parse, or
+ * raises for this conversation, or exceeds the step or nesting bounds),
+ * FX_ERR_TOO_LARGE (output or memory caps), FX_ERR_MISSING, FX_ERR_NOMEM;
  * the model's fx_model_errmsg says which.
  *
  * Submit the result as a text prompt with FX_REQUEST_PARSE_SPECIAL, so
@@ -999,9 +1028,84 @@ FX_API fx_status fx_chat_apply_template(const char *tmpl,
                                         size_t *needed, char *errbuf,
                                         size_t errbuf_size);
 
+/** Options for fx_chat_apply_ex; fill with fx_chat_options_init. */
+typedef struct fx_chat_options {
+    uint32_t struct_size;     /**< the caller's sizeof(fx_chat_options),
+                                   set by fx_chat_options_init */
+    uint32_t flags;           /**< FX_CHAT_* */
+    /** A JSON object, NUL-terminated, or NULL. Its members become template
+     * variables next to messages, bos_token, eos_token and
+     * add_generation_prompt, overriding them: "tools" (a list of tool
+     * schemas), "enable_thinking", "documents", "date_string", special
+     * tokens a template reads... A "messages" member (a list of objects
+     * with "role", "content" and any other field: tool_calls,
+     * reasoning_content, name ...) is the conversation; msgs must then be
+     * NULL with n_msgs 0. Template text only: a family name with a
+     * context is FX_ERR_INVALID_ARG. */
+    const char *context_json;
+    /** strftime_now's clock, seconds since 1970 UTC; 0 means now. */
+    int64_t now;
+    /** The bos_token text, NUL-terminated; NULL for the model's (or,
+     * without a model, the family's usual one, else ""). */
+    const char *bos_token;
+    /** The eos_token text, as bos_token. */
+    const char *eos_token;
+} fx_chat_options;
+
+/**
+ * Fills *opts with the defaults (no flags, no context, the current time,
+ * the model's tokens) for a struct of `size` bytes; see fx_chat_options.
+ *
+ * @param opts The options.
+ * @param size sizeof(fx_chat_options) as the caller was compiled.
+ */
+FX_API void fx_chat_options_init_sized(fx_chat_options *opts, size_t size);
+/**
+ * fx_chat_options_init_sized with this header's size.
+ *
+ * @param opts The options.
+ */
+static inline void fx_chat_options_init(fx_chat_options *opts) {
+    fx_chat_options_init_sized(opts, sizeof *opts);
+}
+
+/**
+ * fx_chat_apply with options: extra template variables and messages with
+ * any fields (opts->context_json), strftime_now defined (the clock
+ * opts->now), and bos/eos texts of the caller's choosing. This is the
+ * call that renders exactly as transformers' apply_chat_template does,
+ * date included. model may be NULL when tmpl is given; a failure's message
+ * goes to errbuf (and, with a model, to fx_model_errmsg).
+ *
+ * @param model The model, or NULL when tmpl is given.
+ * @param tmpl NULL (the model's template), a family name, or template
+ *             text; NUL-terminated.
+ * @param msgs The conversation, or NULL with n_msgs 0 when
+ *             opts->context_json carries "messages".
+ * @param n_msgs Messages at msgs.
+ * @param opts Options; NULL for the defaults.
+ * @param[out] buf Where the prompt goes; may be NULL when buf_size is 0.
+ * @param buf_size Bytes at buf.
+ * @param[out] needed The size the prompt needs, NUL included; may be
+ *             NULL.
+ * @param[out] errbuf Where a failure's message goes; may be NULL.
+ * @param errbuf_size Bytes at errbuf.
+ * @return As fx_chat_apply; FX_ERR_INVALID_ARG also for context_json that
+ *         is not a JSON object, messages given twice or not at all;
+ *         FX_ERR_UNSUPPORTED for options from a newer header with members
+ *         this library does not know set.
+ */
+FX_API fx_status fx_chat_apply_ex(const fx_model *model, const char *tmpl,
+                                  const fx_chat_message *msgs, size_t n_msgs,
+                                  const fx_chat_options *opts, char *buf,
+                                  size_t buf_size, size_t *needed,
+                                  char *errbuf, size_t errbuf_size);
+
 /**
  * Which family a template is: tmpl as for fx_chat_apply (model may be
- * NULL when tmpl is given). *family is a static name like "llama3".
+ * NULL when tmpl is given). *family is a static name like "llama3", or
+ * "jinja" for template text that resembles no family (it is still
+ * rendered, by the interpreter).
  *
  * @param model The model, or NULL when tmpl is given.
  * @param tmpl NULL (the model's template), a family name, or template
@@ -1009,7 +1113,7 @@ FX_API fx_status fx_chat_apply_template(const char *tmpl,
  * @param[out] family The family's static name; NULL on failure.
  * @return FX_OK; FX_ERR_INVALID_ARG (family NULL, or no model and no
  *         tmpl); FX_ERR_MISSING (the model has no template);
- *         FX_ERR_BAD_TEMPLATE (not recognized).
+ *         FX_ERR_BAD_TEMPLATE (template text that does not parse).
  */
 FX_API fx_status fx_chat_detect(const fx_model *model, const char *tmpl,
                                 const char **family);
@@ -1040,7 +1144,10 @@ FX_API const char *fx_chat_family_name(size_t index);
  *
  * A family whose end-of-turn marker is not a token of this vocabulary
  * (chatml on a Llama 2 vocabulary) contributes nothing here: use
- * fx_chat_stop_strings for it as well.
+ * fx_chat_stop_strings for it as well. For a template of no known family
+ * the marker is found by rendering a short conversation and taking the
+ * special-token-looking text (<|...|>, <...>, [...] or the EOS text)
+ * that follows the assistant's message.
  *
  * @param model The model.
  * @param tmpl NULL (the model's template), a family name, or template
@@ -1060,7 +1167,9 @@ FX_API fx_status fx_model_chat_stop_tokens(const fx_model *model,
  * The texts that end an assistant turn in the template's family, for a
  * host matching stop strings without a model: static strings, written up
  * to cap into out, *n set to how many there are (FX_ERR_BUFFER_TOO_SMALL
- * when more than cap).
+ * when more than cap). For a template of no known family: the marker it
+ * writes after an assistant message (as fx_model_chat_stop_tokens finds
+ * it) when that is one of the well-known end-of-turn markers, else none.
  *
  * @param tmpl A family name or template text (not NULL).
  * @param[out] out Where the static strings go; may be NULL when cap is 0.

@@ -48,6 +48,10 @@ typedef struct family_case {
     const char *tmpl;
     const char *family;     /* what the template is recognized as */
     const char *expected;   /* conv4 with the assistant opener */
+    /* The template text raises on conv4's system message (rendered exactly,
+     * by the interpreter): this is in the message. The family name keeps
+     * ferrox's documented departure and renders `expected`. */
+    const char *text_raises;
 } family_case;
 
 static const family_case cases[] = {
@@ -56,71 +60,73 @@ static const family_case cases[] = {
       "<|im_start|>user\nHello<|im_end|>\n"
       "<|im_start|>assistant\nHi there<|im_end|>\n"
       "<|im_start|>user\nWho are you?<|im_end|>\n"
-      "<|im_start|>assistant\n" },
+      "<|im_start|>assistant\n", NULL },
     { "Qwen3", T_QWEN3, "qwen3",
       "<|im_start|>system\n" SYS "<|im_end|>\n"
       "<|im_start|>user\nHello<|im_end|>\n"
       "<|im_start|>assistant\nHi there<|im_end|>\n"
       "<|im_start|>user\nWho are you?<|im_end|>\n"
-      "<|im_start|>assistant\n" },
+      "<|im_start|>assistant\n", NULL },
     { "Llama 2", T_LLAMA2, "llama2",
       "[INST] <<SYS>>\n" SYS "\n<</SYS>>\n\nHello [/INST] Hi there </s>"
-      "<s>[INST] Who are you? [/INST]" },
+      "<s>[INST] Who are you? [/INST]", NULL },
     { "Mistral v0.2", T_MISTRAL, "mistral",
-      "[INST] " SYS "\n\nHello [/INST]Hi there</s>[INST] Who are you? [/INST]" },
+      "[INST] " SYS "\n\nHello [/INST]Hi there</s>[INST] Who are you? [/INST]",
+      "roles must alternate" },
     { "Mistral v1", T_MISTRAL_V1, "mistral-v1",
       " [INST] " SYS "\n\nHello [/INST] Hi there</s> [INST] Who are you? "
-      "[/INST]" },
+      "[/INST]", NULL },
     { "Mistral v3", T_MISTRAL_V3, "mistral-v3",
-      "[INST] Hello[/INST] Hi there</s>[INST] " SYS "\n\nWho are you?[/INST]" },
+      "[INST] Hello[/INST] Hi there</s>[INST] " SYS "\n\nWho are you?[/INST]", NULL },
     { "Mistral v3-tekken", T_MISTRAL_V3_TEKKEN, "mistral-v3-tekken",
-      "[INST]Hello[/INST]Hi there</s>[INST]" SYS "\n\nWho are you?[/INST]" },
+      "[INST]Hello[/INST]Hi there</s>[INST]" SYS "\n\nWho are you?[/INST]", NULL },
     { "Llama 3", T_LLAMA3, "llama3",
       L3("system", SYS) L3("user", "Hello") L3("assistant", "Hi there")
       L3("user", "Who are you?")
-      "<|start_header_id|>assistant<|end_header_id|>\n\n" },
+      "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL },
     { "Llama 3.2", T_LLAMA3_2, "llama3.1",
       L3("system", "Cutting Knowledge Date: December 2023\n"
                    "Today Date: 26 Jul 2024\n\n" SYS)
       L3("user", "Hello") L3("assistant", "Hi there")
       L3("user", "Who are you?")
-      "<|start_header_id|>assistant<|end_header_id|>\n\n" },
+      "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL },
     { "Phi-3.5", T_PHI3_5, "phi3",
       "<|system|>\n" SYS "<|end|>\n<|user|>\nHello<|end|>\n"
       "<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you?<|end|>\n"
-      "<|assistant|>\n" },
+      "<|assistant|>\n", NULL },
     { "Phi-3-small", T_PHI3_SMALL, "phi3",
       "<|system|>\n" SYS "<|end|>\n<|user|>\nHello<|end|>\n"
       "<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you?<|end|>\n"
-      "<|assistant|>\n" },
+      "<|assistant|>\n", NULL },
     { "TinyLlama (zephyr)", T_TINYLLAMA, "zephyr",
       "<|system|>\n" SYS "</s>\n<|user|>\nHello</s>\n"
       "<|assistant|>\nHi there</s>\n<|user|>\nWho are you?</s>\n"
-      "<|assistant|>\n" },
-    /* Gemma 2's template raises on a system message; ferrox writes it as
-     * Gemma 3's template does, so both render the same. */
+      "<|assistant|>\n", NULL },
+    /* Gemma 2's template raises on a system message; the "gemma" family
+     * writes it as Gemma 3's template does, so both render the same. */
     { "Gemma 2", T_GEMMA2, "gemma",
       "<start_of_turn>user\n" SYS "\n\nHello<end_of_turn>\n"
       "<start_of_turn>model\nHi there<end_of_turn>\n"
       "<start_of_turn>user\nWho are you?<end_of_turn>\n"
-      "<start_of_turn>model\n" },
+      "<start_of_turn>model\n",
+      "System role not supported" },
     { "Gemma 3", T_GEMMA3, "gemma",
       "<start_of_turn>user\n" SYS "\n\nHello<end_of_turn>\n"
       "<start_of_turn>model\nHi there<end_of_turn>\n"
       "<start_of_turn>user\nWho are you?<end_of_turn>\n"
-      "<start_of_turn>model\n" },
+      "<start_of_turn>model\n", NULL },
     { "deepseek-coder", T_DEEPSEEK_CODER, "deepseek",
       SYS "### Instruction:\nHello\n### Response:\nHi there\n<|EOT|>\n"
-      "### Instruction:\nWho are you?\n### Response:\n" },
+      "### Instruction:\nWho are you?\n### Response:\n", NULL },
     { "DeepSeek-R1", T_DEEPSEEK_R1, "deepseek3",
       SYS DS_USER "Hello" DS_ASSISTANT "Hi there" DS_EOS
-      DS_USER "Who are you?" DS_ASSISTANT },
+      DS_USER "Who are you?" DS_ASSISTANT, NULL },
     { "Vicuna", T_VICUNA, "vicuna",
       SYS "\n\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you?\n"
-      "ASSISTANT:" },
+      "ASSISTANT:", NULL },
     { "Orca-Vicuna", T_VICUNA_ORCA, "vicuna-orca",
       "SYSTEM: " SYS "\nUSER: Hello\nASSISTANT: Hi there</s>\n"
-      "USER: Who are you?\nASSISTANT:" },
+      "USER: Who are you?\nASSISTANT:", NULL },
 };
 
 /* Renders and returns a malloc'd prompt, asking for the size first. */
@@ -163,6 +169,10 @@ static void expect_render(const char *label, const char *tmpl,
     free(out);
 }
 
+static void expect_error(const char *tmpl, const fx_chat_message *msgs,
+                         size_t n, uint32_t flags, fx_status want,
+                         const char *in_message);
+
 static void test_families(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -172,8 +182,12 @@ static void test_families(void **state) {
         if (strcmp(family, c->family) != 0)
             fail_msg("%s recognized as %s, not %s", c->label, family,
                      c->family);
-        expect_render(c->label, c->tmpl, conv4, 4, FX_CHAT_ADD_ASSISTANT,
-                      c->expected);
+        if (c->text_raises)
+            expect_error(c->tmpl, conv4, 4, FX_CHAT_ADD_ASSISTANT,
+                         FX_ERR_BAD_TEMPLATE, c->text_raises);
+        else
+            expect_render(c->label, c->tmpl, conv4, 4, FX_CHAT_ADD_ASSISTANT,
+                          c->expected);
         /* The family's name stands for the same reference template. */
         expect_render(c->family, c->family, conv4, 4, FX_CHAT_ADD_ASSISTANT,
                       c->expected);
@@ -342,8 +356,24 @@ static void test_stop_strings(void **state) {
     assert_int_equal(fx_chat_stop_strings("llama3", s, 0, &n),
                      FX_ERR_BUFFER_TOO_SMALL);
     assert_true(n >= 1);
-    assert_int_equal(fx_chat_stop_strings("garbage", s, 8, &n),
+    /* Text that is a template without markers has no stop strings; text
+     * that does not parse is refused. */
+    assert_int_equal(fx_chat_stop_strings("garbage", s, 8, &n), FX_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(fx_chat_stop_strings("{% if %}", s, 8, &n),
                      FX_ERR_BAD_TEMPLATE);
+    /* A template of no family: the marker after an assistant turn,
+     * derived by rendering it (Command-R's, ChatGLM 4's next-role one). */
+    assert_int_equal(fx_chat_stop_strings(
+        "{% for m in messages %}<|START_OF_TURN_TOKEN|>{{ m.content }}"
+        "<|END_OF_TURN_TOKEN|>{% endfor %}", s, 8, &n), FX_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(s[0], "<|END_OF_TURN_TOKEN|>");
+    assert_int_equal(fx_chat_stop_strings(
+        "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}"
+        "{% endfor %}", s, 8, &n), FX_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(s[0], "<|user|>");
     assert_int_equal(fx_chat_stop_strings(NULL, s, 8, &n), FX_ERR_INVALID_ARG);
 }
 
@@ -404,26 +434,30 @@ static void test_bad_input(void **state) {
     expect_error("chatml", nul, 1, 0, FX_ERR_INVALID_ARG, "NUL");
     /* Unknown flags. */
     expect_error("chatml", conv4, 1, 0x80, FX_ERR_INVALID_ARG, "flags");
-    /* Templates: garbage, empty, and near misses that must not be
-     * guessed at. */
-    expect_error("{% for m in messages %}{{ m.content }}{% endfor %}", conv4,
-                 4, 0, FX_ERR_BAD_TEMPLATE, "not recognized");
+    /* Templates that are not text or do not parse: a status with the
+     * place and the reason, never a guess. */
     expect_error("\x01\xff garbage \xfe", conv4, 4, 0, FX_ERR_BAD_TEMPLATE,
-                 "not recognized");
+                 "UTF-8");
     expect_error("", conv4, 4, 0, FX_ERR_BAD_TEMPLATE, "empty");
-    expect_error("{{ bos_token }}{% for m in messages %}[SYSTEM_PROMPT]"
-                 "[INST]{% endfor %}", conv4, 4, 0, FX_ERR_BAD_TEMPLATE,
-                 "v7");
-    expect_error("{{ bos_token }}{% for message in messages %}{% if "
-                 "(message['role'] == 'user') %}{{'<|user|>' + '\n' + "
-                 "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + "
-                 "'\n'}}{% endif %}{% endfor %}", conv4, 4, 0,
-                 FX_ERR_BAD_TEMPLATE, "Phi-3");
-    expect_error("{% for m in messages %}<|im_start|>{{ m.content.split("
-                 "'</think>')[-1] }}{% endfor %}<|im_start|>assistant\n"
-                 "<think>\n", conv4, 4, 0, FX_ERR_BAD_TEMPLATE, "<think>");
-    expect_error("[INST] <<SYS>> something else", conv4, 4, 0,
-                 FX_ERR_BAD_TEMPLATE, "Llama 2");
+    expect_error("{% for m in messages %}{{ m.content }}", conv4, 4, 0,
+                 FX_ERR_BAD_TEMPLATE, "endfor");
+    expect_error("{{ messages[0].content + }}", conv4, 4, 0,
+                 FX_ERR_BAD_TEMPLATE, "line 1 column 26");
+    expect_error("{% nonsense %}", conv4, 4, 0, FX_ERR_BAD_TEMPLATE,
+                 "nonsense");
+    /* Near misses of the families are rendered as they are written:
+     * ferrox runs the template instead of guessing at it. */
+    expect_render("no family", "{% for m in messages %}{{ m.content }}|"
+                  "{% endfor %}", conv4, 4, 0,
+                  SYS "|Hello|Hi there|Who are you?|");
+    expect_render("Llama 2 look-alike", "[INST] <<SYS>> something else",
+                  conv4, 4, 0, "[INST] <<SYS>> something else");
+    expect_render("first Phi-3", "{{ bos_token }}{% for message in messages "
+                  "%}{% if (message['role'] == 'user') %}{{'<|user|>' + '\n' "
+                  "+ message['content'] + '<|end|>' + '\n' + '<|assistant|>' "
+                  "+ '\n'}}{% endif %}{% endfor %}", conv4, 4, 0,
+                  "<|user|>\nHello<|end|>\n<|assistant|>\n"
+                  "<|user|>\nWho are you?<|end|>\n<|assistant|>\n");
     /* No template and no model. */
     assert_int_equal(fx_chat_apply(NULL, NULL, conv4, 4, 0, NULL, 0, NULL),
                      FX_ERR_INVALID_ARG);
@@ -488,6 +522,12 @@ static void test_large_input(void **state) {
     /* "<s>[INST] x [/INST]" per user turn (the first without <s>) and
      * " x </s>" per assistant turn. */
     assert_int_equal(needed, (n / 2) * (19 + 7) - 3 + 1);
+    /* The same conversation through the interpreter: its budgets grow
+     * with the conversation, so a long one is never refused. Each turn is
+     * <|start_header_id|>role<|end_header_id|>\n\nx<|eot_id|>. */
+    assert_int_equal(fx_chat_apply(NULL, T_LLAMA3, many, n, 0, NULL, 0,
+                                   &needed), FX_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(needed, (n / 2) * (53 + 58) + 1);
     free(many);
 }
 
@@ -586,9 +626,9 @@ static void test_model_template(void **state) {
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 2);
     /* Errors land in the model's message. */
-    assert_int_equal(fx_chat_apply(m, "nonsense", conv4, 4, 0, buf,
+    assert_int_equal(fx_chat_apply(m, "{% nonsense %}", conv4, 4, 0, buf,
                                    sizeof buf, &needed), FX_ERR_BAD_TEMPLATE);
-    assert_true(strstr(fx_model_errmsg(m), "not recognized") != NULL);
+    assert_true(strstr(fx_model_errmsg(m), "nonsense") != NULL);
     assert_int_equal(fx_chat_apply(m, NULL, conv4, 0, 0, buf, sizeof buf,
                                    &needed), FX_ERR_INVALID_ARG);
     assert_true(strstr(fx_model_errmsg(m), "empty") != NULL);
@@ -602,6 +642,28 @@ static void test_model_template(void **state) {
     assert_int_equal(fx_model_chat_stop_tokens(m, NULL, ids, 8, &n), FX_OK);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 2);
+    fx_model_free(m);
+
+    /* A template of no known family: rendered by the interpreter with the
+     * model's BOS/EOS texts, and its end-of-turn token derived from what
+     * it writes after an assistant message. */
+    m = load_chat_model("{{ bos_token }}{% for m in messages %}"
+                        "<|endoftext|>{{ m.content }}<|im_end|>{% endfor %}"
+                        "{{ eos_token }}", "chat-jinja.gguf");
+    assert_int_equal(fx_chat_detect(m, NULL, &family), FX_OK);
+    assert_string_equal(family, "jinja");
+    assert_int_equal(fx_chat_apply(m, NULL, conv4 + 1, 2, FX_CHAT_WITH_BOS,
+                                   buf, sizeof buf, &needed), FX_OK);
+    assert_string_equal(buf, "<s><|endoftext|>Hello<|im_end|><|endoftext|>"
+                             "Hi there<|im_end|></s>");
+    assert_int_equal(fx_chat_apply(m, NULL, conv4 + 1, 2, 0, buf, sizeof buf,
+                                   &needed), FX_OK);
+    assert_string_equal(buf, "<|endoftext|>Hello<|im_end|><|endoftext|>"
+                             "Hi there<|im_end|></s>");
+    assert_int_equal(fx_model_chat_stop_tokens(m, NULL, ids, 8, &n), FX_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 4); /* <|im_end|> */
+    assert_int_equal(ids[1], 2); /* EOS */
     fx_model_free(m);
 
     /* No template in the file: FX_ERR_MISSING, named. */

@@ -213,7 +213,7 @@ func TestChat(t *testing.T) {
 	if i := sort.SearchStrings(fams, "llama3"); i == len(fams) || fams[i] != "llama3" {
 		t.Fatalf("families %v", fams)
 	}
-	if _, err := ApplyChatTemplate("{{ unknown }}", msgs, 0); !errors.Is(err, ErrBadTemplate) {
+	if _, err := ApplyChatTemplate("{% unknown %}", msgs, 0); !errors.Is(err, ErrBadTemplate) {
 		t.Fatalf("unknown template: %v", err)
 	}
 	if _, err := ApplyChatTemplate("chatml", []ChatMessage{{"robot", "x"}}, 0); !errors.Is(err, ErrInvalidArg) {

@@ -3,6 +3,7 @@
  * Python-compatible stripping. Rendering is in chat_render.c.
  */
 #include "chat.h"
+#include "jinja.h"
 
 #include <string.h>
 
@@ -315,7 +316,18 @@ fx_status fx_chat_tmpl_detect(const char *text, size_t len, fx_chat_tmpl *out,
             return FX_OK;
         }
     }
-    return detect_text(text, len, out, err);
+    /* Template text: the interpreter renders it whatever it resembles;
+     * the family it matches (if any) names it and gives its stop texts. */
+    fx_error scratch;
+    fx_error_clear(&scratch);
+    if (detect_text(text, len, out, &scratch) != FX_OK) {
+        memset(out, 0, sizeof *out);
+        out->family = FX_CHAT_FAMILY_COUNT;
+    }
+    out->jinja = true;
+    out->text = text;
+    out->text_len = len;
+    return FX_OK;
 }
 
 /* ---- messages ---- */
@@ -399,6 +411,98 @@ size_t fx_chat_stop_texts(const fx_chat_tmpl *tmpl, const char **out,
     }
     for (size_t i = 0; i < n && i < cap; i++) out[i] = list[i];
     return n;
+}
+
+/* ---- stop texts derived from a template ---- */
+
+/* End-of-turn markers of published templates, so that
+ * fx_chat_stop_strings can hand out static strings for derived ones. */
+static const char *const known_stops[] = {
+    "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
+    "<|EOT|>", "</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>",
+    "<|END_OF_TURN_TOKEN|>", "<|end_of_turn|>", "<|user|>", "<|observation|>",
+    "<|message_sep|>", "<|turn_end|>", "<|return|>", "<|end_of_sentence|>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+};
+
+const char *fx_chat_known_stop(const char *text, size_t len) {
+    for (size_t i = 0; i < sizeof known_stops / sizeof known_stops[0]; i++)
+        if (strlen(known_stops[i]) == len && memcmp(known_stops[i], text, len) == 0)
+            return known_stops[i];
+    return NULL;
+}
+
+/* The marker at p[0..n): eos, <...> or [...] without blanks inside. */
+static size_t marker_at(const char *p, size_t n, const char *eos,
+                        size_t eos_len) {
+    if (eos_len && n >= eos_len && memcmp(p, eos, eos_len) == 0) return eos_len;
+    if (n == 0 || (p[0] != '<' && p[0] != '[')) return 0;
+    char close = p[0] == '<' ? '>' : ']';
+    for (size_t i = 1; i < n && i < 64; i++) {
+        if (p[i] == close) return i > 1 ? i + 1 : 0;
+        if (p[i] == ' ' || p[i] == '\n' || p[i] == '\t' || p[i] == p[0]) return 0;
+    }
+    return 0;
+}
+
+size_t fx_chat_derive_stop(const fx_alloc *alloc, const char *tmpl,
+                           size_t tmpl_len, const char *bos, size_t bos_len,
+                           const char *eos, size_t eos_len, char *out,
+                           size_t cap) {
+    static const char probe[] = "ferrox-assistant-probe";
+    /* A user turn after the assistant's: templates with no end marker of
+     * their own (ChatGLM) end the turn with the next role's marker. */
+    const fx_chat_msg tries[2][4] = {
+        { { FX_CHAT_ROLE_USER, "x", 1 }, { FX_CHAT_ROLE_ASSISTANT, probe,
+          sizeof probe - 1 }, { FX_CHAT_ROLE_USER, "z", 1 } },
+        { { FX_CHAT_ROLE_SYSTEM, "s", 1 }, { FX_CHAT_ROLE_USER, "x", 1 },
+          { FX_CHAT_ROLE_ASSISTANT, probe, sizeof probe - 1 },
+          { FX_CHAT_ROLE_USER, "z", 1 } },
+    };
+    fx_jinja_limits lim;
+    fx_jinja_limits_default(&lim);
+    for (int t = 0; t < 2; t++) {
+        fx_jinja_input in = { 0 };
+        in.tmpl = tmpl;
+        in.tmpl_len = tmpl_len;
+        in.msgs = tries[t];
+        in.n_msgs = t == 0 ? 3 : 4;
+        in.bos = bos;
+        in.bos_len = bos_len;
+        in.eos = eos;
+        in.eos_len = eos_len;
+        /* Templates that print today's date call strftime_now outright;
+         * any fixed day serves here. */
+        in.has_clock = true;
+        in.now = 0;
+        char *text = NULL;
+        size_t n = 0;
+        if (fx_jinja_render(alloc, &in, &lim, &text, &n, NULL) != FX_OK)
+            continue;
+        size_t found = 0;
+        const char *at = NULL;
+        for (size_t i = 0; i + sizeof probe - 1 <= n; i++)
+            if (memcmp(text + i, probe, sizeof probe - 1) == 0) at = text + i;
+        if (at) {
+            const char *p = at + sizeof probe - 1;
+            size_t rest = n - (size_t)(p - text);
+            /* Blanks may stand between the text and the marker (Llama 2's
+             * " </s>", deepseek-coder's "\n<|EOT|>"). */
+            for (int k = 0; k < 4 && rest && (*p == ' ' || *p == '\n'); k++) {
+                p++;
+                rest--;
+            }
+            size_t m = marker_at(p, rest, eos, eos_len);
+            if (m && m < cap) {
+                memcpy(out, p, m);
+                out[m] = '\0';
+                found = m;
+            }
+        }
+        fx_free(alloc, text);
+        if (at) return found;
+    }
+    return 0;
 }
 
 /* ---- Python str.strip() ---- */

@@ -1,19 +1,15 @@
 /*
- * chat: chat templates without a Jinja engine.
+ * chat: chat templates.
  *
- * A model's tokenizer.chat_template is a Jinja program. Rather than run it,
- * ferrox recognizes which published template family it belongs to from
- * distinctive substrings (as llama.cpp's llm_chat_detect_template does) and
- * renders that family with hand-written C that reproduces, byte for byte,
- * what transformers' apply_chat_template renders (trim_blocks and
- * lstrip_blocks on): whitespace, per-turn BOS/EOS text, trimming, default
- * system prompts and raise_exception conditions included. A template that
- * matches no family, or matches one only loosely, is refused with
- * FX_ERR_BAD_TEMPLATE -- a wrong prompt format degrades a model silently,
- * which is worse than an error the host can act on by naming a family.
- *
- * The renderer sees only the pieces it needs: the recognized template, the
- * BOS/EOS token texts, the messages. It allocates nothing.
+ * A model's tokenizer.chat_template is a Jinja program; template text is
+ * run by the interpreter in jinja.h, exactly as transformers'
+ * apply_chat_template renders it. Family names ("chatml", "llama3", ...)
+ * select hand-written C renderers of each family's published template
+ * (chat_render.c), which allocate nothing and keep two documented
+ * departures (a system prompt for Gemma 1/2 and Mistral v0.2). Template
+ * text is also matched against the families' distinctive substrings (as
+ * llama.cpp's llm_chat_detect_template does), only to name it and to know
+ * its end-of-turn texts; a template that matches none is "jinja".
  */
 #ifndef FX_CHAT_H
 #define FX_CHAT_H
@@ -60,6 +56,12 @@ typedef struct fx_chat_tmpl {
     /* zephyr: the end-of-message text when the template writes it
      * literally (stablelm-zephyr's <|endoftext|>) rather than eos_token. */
     const char *eos_literal;
+    /* Template text rather than a family name: rendered by the Jinja
+     * interpreter. family is then the family it resembles, or
+     * FX_CHAT_FAMILY_COUNT when it resembles none. */
+    bool jinja;
+    const char *text;
+    size_t text_len;
 } fx_chat_tmpl;
 
 /* BOS/EOS token texts (the model's, or NULL for the family default). */
@@ -84,9 +86,10 @@ enum { FX_CHAT_ROLE_SYSTEM = 0, FX_CHAT_ROLE_USER = 1,
 const char *fx_chat_family_str(fx_chat_family family);
 
 /* Recognizes text[0..len): a family name (exactly as fx_chat_family_str
- * spells it) selects that family's reference template; anything else is
- * read as template text. FX_ERR_BAD_TEMPLATE, with a message saying what
- * was seen, when it matches no family or a family's near miss. */
+ * spells it) selects that family's C renderer; anything else is template
+ * text for the interpreter (jinja set), its family guessed from markers.
+ * FX_ERR_BAD_TEMPLATE only for an empty text; whether template text
+ * parses is fx_jinja_check's to say. */
 fx_status fx_chat_tmpl_detect(const char *text, size_t len, fx_chat_tmpl *out,
                               fx_error *err);
 
@@ -106,6 +109,25 @@ fx_status fx_chat_render(const fx_chat_tmpl *tmpl, const fx_chat_specials *sp,
                          const fx_chat_msg *msgs, size_t n, uint32_t flags,
                          char *buf, size_t buf_size, size_t *needed,
                          fx_error *err);
+
+/* The BOS/EOS texts a family's tokenizer uses, for rendering without a
+ * model ("<s>"/"</s>" for a family out of range). Static strings. */
+void fx_chat_family_specials(fx_chat_family family, const char **bos,
+                             const char **eos);
+
+/* The end-of-turn marker a template writes after an assistant message,
+ * found by rendering [user "x", assistant "y"] and taking the special-
+ * token-looking text (<|...|>, <...>, [...] or eos) that follows "y".
+ * Writes it NUL-terminated to out; returns its length, 0 when none was
+ * found (or it does not fit in cap). */
+size_t fx_chat_derive_stop(const fx_alloc *alloc, const char *tmpl,
+                           size_t tmpl_len, const char *bos, size_t bos_len,
+                           const char *eos, size_t eos_len, char *out,
+                           size_t cap);
+
+/* A static copy of text[0..len) when it is a well-known end-of-turn
+ * marker, else NULL (fx_chat_stop_strings returns static strings). */
+const char *fx_chat_known_stop(const char *text, size_t len);
 
 /* The texts that end a turn in this family, most specific first (e.g.
  * "<|im_end|>", "<|endoftext|>"). Static strings; returns the count. */

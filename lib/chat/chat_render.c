@@ -510,8 +510,8 @@ static fx_status render_vicuna(render_ctx *c) {
 /* ---- entry ---- */
 
 /* BOS/EOS texts a family's tokenizer uses, for rendering without a model. */
-static void family_specials(fx_chat_family f, const char **bos,
-                            const char **eos) {
+void fx_chat_family_specials(fx_chat_family f, const char **bos,
+                             const char **eos) {
     switch (f) {
     case FX_CHAT_CHATML: case FX_CHAT_PHI4: case FX_CHAT_QWEN3:
         *bos = "";
@@ -553,7 +553,7 @@ fx_status fx_chat_render(const fx_chat_tmpl *tmpl, const fx_chat_specials *sp,
     chat_out o = { buf, buf ? buf_size : 0, 0, false };
     render_ctx c = { 0 };
     const char *bos, *eos;
-    family_specials(tmpl->family, &bos, &eos);
+    fx_chat_family_specials(tmpl->family, &bos, &eos);
     c.t = tmpl;
     c.name = fx_chat_family_str(tmpl->family);
     c.m = msgs;

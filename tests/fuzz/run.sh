@@ -1,7 +1,7 @@
 #!/bin/sh
 # usage: tests/fuzz/run.sh FUZZ_BUILD_DIR TARGET SECONDS [WORK_DIR]
 #
-# Runs one libFuzzer target (gguf, tokenizer, text, grammar, api) of a
+# Runs one libFuzzer target (gguf, tokenizer, text, grammar, api, jinja) of a
 # -DFERROX_FUZZ=ON build for SECONDS, on a copy of its seed corpus in
 # WORK_DIR (default ./fuzz-work; kept, so a later run continues from what
 # this one found), at nice 10, one job. The tokenizer target reads the
@@ -11,7 +11,7 @@
 # found).
 #
 #   CC=clang cmake -S . -B build-fuzz -DFERROX_FUZZ=ON -DFERROX_BUILD_EXAMPLES=OFF
-#   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenizer fuzz_text fuzz_grammar fuzz_api
+#   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenizer fuzz_text fuzz_grammar fuzz_api fuzz_jinja
 #   tests/fuzz/run.sh build-fuzz gguf 600
 set -eu
 [ $# -ge 3 ] || { sed -n '2,17p' "$0"; exit 2; }
@@ -22,6 +22,7 @@ bin=$build/tests/fuzz/fuzz_$target
 case $target in
   gguf) max_len=12000 ;;
   grammar) max_len=1024 ;;
+  jinja) max_len=4096 ;;
   *) max_len=512 ;;
 esac
 mkdir -p "$work/corpus-$target" "$work/artifacts-$target"

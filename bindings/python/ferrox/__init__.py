@@ -42,7 +42,7 @@ __all__ = [
     "Status", "Finish", "SpecialToken", "TokenType", "FerroxError", "Model",
     "ModelInfo", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
     "Completion", "apply_chat_template", "chat_families",
-    "detect_chat_template", "version",
+    "detect_chat_template", "render_chat_template", "version",
 ]
 
 
@@ -531,6 +531,42 @@ def apply_chat_template(template: str, messages, *,
                                       _chat_flags(add_assistant, with_bos),
                                       buf, cap, ctypes.byref(needed), err,
                                       len(err))
+        if st == Status.OK:
+            return _text(buf.value)
+        if st != Status.BUFFER_TOO_SMALL:
+            raise FerroxError(st, _text(err.value))
+        cap = needed.value
+
+
+def render_chat_template(template: str, messages=None, *,
+                         context: Optional[Dict[str, Any]] = None,
+                         add_assistant: bool = False, with_bos: bool = False,
+                         now: int = 0, bos_token: Optional[str] = None,
+                         eos_token: Optional[str] = None) -> str:
+    """Renders template text as transformers' apply_chat_template does
+    (fx_chat_apply_ex): `context` holds extra template variables (tools,
+    enable_thinking, ...) and may carry "messages" with any fields instead
+    of `messages`; `now` is strftime_now's clock (seconds, 0: now)."""
+    import json
+    L = lib()
+    arr, _keep = _messages(messages or [])
+    opts = _capi.ChatOptions()
+    L.fx_chat_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+    opts.flags = _chat_flags(add_assistant, with_bos)
+    ctx = None if context is None else _bytes(json.dumps(context))
+    opts.context_json = ctx
+    opts.now = now
+    opts.bos_token = None if bos_token is None else _bytes(bos_token)
+    opts.eos_token = None if eos_token is None else _bytes(eos_token)
+    needed = ctypes.c_size_t()
+    err = _errbuf()
+    cap = 1024
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        st = L.fx_chat_apply_ex(None, _bytes(template),
+                                arr if len(arr) else None, len(arr),
+                                ctypes.byref(opts), buf, cap,
+                                ctypes.byref(needed), err, len(err))
         if st == Status.OK:
             return _text(buf.value)
         if st != Status.BUFFER_TOO_SMALL:

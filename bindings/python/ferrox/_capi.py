@@ -170,6 +170,17 @@ class ChatMessage(ctypes.Structure):
     ]
 
 
+class ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("context_json", ctypes.c_char_p),
+        ("now", ctypes.c_int64),
+        ("bos_token", ctypes.c_char_p),
+        ("eos_token", ctypes.c_char_p),
+    ]
+
+
 # Flag values, copied from ferrox.h (they never change: the header only
 # appends).
 MODEL_VOCAB_ONLY = 0x1
@@ -228,6 +239,10 @@ _SIGNATURES = {
     "fx_chat_apply_template": (_int, [_cp, _P(ChatMessage), _sz, _u32, _vp,
                                       _sz, _P(_sz), _cp, _sz]),
     "fx_chat_detect": (_int, [_vp, _cp, _P(_cp)]),
+    "fx_chat_options_init_sized": (None, [_P(ChatOptions), _sz]),
+    "fx_chat_apply_ex": (_int, [_vp, _cp, _P(ChatMessage), _sz,
+                                _P(ChatOptions), _vp, _sz, _P(_sz), _cp,
+                                _sz]),
     "fx_chat_family_count": (_sz, []),
     "fx_chat_family_name": (_cp, [_sz]),
     "fx_model_chat_stop_tokens": (_int, [_vp, _cp, c_int32_p, _sz, _P(_sz)]),

@@ -297,6 +297,29 @@ class TestChat(Base):
         out = ferrox.apply_chat_template("chatml", msgs)
         self.assertGreater(len(out), 2000)
 
+    def test_render_chat_template(self):
+        # Template text with extra variables and messages carrying any
+        # fields, rendered as jinja2 would (fx_chat_apply_ex).
+        tmpl = ("{{ bos_token }}{% for m in messages %}[{{ m.role }}:"
+                "{{ m.content }}{{ m.tool_calls | tojson if m.tool_calls }}]"
+                "{% endfor %}{{ 'think' if enable_thinking }}"
+                "{{ strftime_now('%Y-%m-%d') }}")
+        ctx = {"messages": [{"role": "tool", "content": "r",
+                             "tool_calls": [{"a": 1}]}],
+               "enable_thinking": True}
+        out = ferrox.render_chat_template(tmpl, context=ctx, now=1721952000,
+                                          bos_token="<B>", with_bos=True)
+        self.assertEqual(out, '<B>[tool:r[{"a": 1}]]think2024-07-26')
+        out = ferrox.render_chat_template(tmpl, [("user", "hi")],
+                                          context={"enable_thinking": False},
+                                          now=1721952000, bos_token="<B>")
+        self.assertEqual(out, "[user:hi]2024-07-26")
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.render_chat_template("{{ raise_exception('no') }}",
+                                        [("user", "x")])
+        self.assertEqual(cm.exception.status, ferrox.Status.BAD_TEMPLATE)
+        self.assertIn("no", cm.exception.message)
+
     def test_errors(self):
         with self.assertRaises(ferrox.FerroxError) as cm:
             ferrox.apply_chat_template("{{ not a template we know }}",

@@ -232,7 +232,7 @@ fn chat_templates() {
             > 2000
     );
     assert!(chat_families().contains(&"llama3"));
-    let err = apply_chat_template("{{ unknown }}", &msgs, opts).unwrap_err();
+    let err = apply_chat_template("{% unknown %}", &msgs, opts).unwrap_err();
     assert_eq!(err.status, Status::BAD_TEMPLATE);
     let err = apply_chat_template(
         "chatml",
