@@ -1344,8 +1344,10 @@ FX_API fx_status fx_tools_to_grammar(const fx_tool *tools, size_t n_tools,
 
 /**
  * The text a format's tool call starts with ("<tool_call>", "{\"name\"",
- * "[TOOL_CALLS]"): the trigger for its lazy grammar. A static string;
- * NULL for an unknown format.
+ * "[TOOL_CALLS]"): the trigger for its lazy grammar.
+ *
+ * @param format FX_TOOL_FORMAT_*.
+ * @return A static string; NULL for an unknown format.
  */
 FX_API const char *fx_tool_format_trigger(fx_tool_format format);
 
