@@ -13,10 +13,11 @@
 
 /* ---- errors and budgets ---- */
 
-static void vfail(jctx *c, fx_status st, uint32_t line, uint32_t col,
-                  const char *fmt, va_list ap) {
-    char msg[400];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+/* Records the failure and unwinds to the render's setjmp. The message is
+ * formatted (and the va_list ended) by the caller first: nothing is left
+ * open when longjmp leaves. */
+static _Noreturn void jump(jctx *c, fx_status st, uint32_t line, uint32_t col,
+                           const char *msg) {
     if (line)
         fx_fail(c->err, st, "chat template, line %u column %u: %s",
                 (unsigned)line, (unsigned)col, msg);
@@ -27,20 +28,22 @@ static void vfail(jctx *c, fx_status st, uint32_t line, uint32_t col,
 }
 
 _Noreturn void fx_jfail(jctx *c, fx_status st, const char *fmt, ...) {
+    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vfail(c, st, c->at ? c->at->line : 0, c->at ? c->at->col : 0, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    abort(); /* not reached: vfail jumps */
+    jump(c, st, c->at ? c->at->line : 0, c->at ? c->at->col : 0, msg);
 }
 
 _Noreturn void fx_jfail_at(jctx *c, uint32_t line, uint32_t col,
                         const char *fmt, ...) {
+    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vfail(c, FX_ERR_BAD_TEMPLATE, line, col, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    abort();
+    jump(c, FX_ERR_BAD_TEMPLATE, line, col, msg);
 }
 
 void fx_jstep(jctx *c, uint64_t n) {
