@@ -1,5 +1,6 @@
 /*
- * Shared by the test_json_schema*.c files: a schema converted and
+ * Shared by the test_json_schema*.c files and test_tools_grammar.c: a
+ * schema converted and
  * compiled by ferrox's own GBNF engine, and strings matched against it
  * whole and byte by byte. Each file defines `alloc` and `work` (a mask
  * scratch for fx_gstate_accept) and sets them up before use.

@@ -18,9 +18,7 @@
 #include <ferrox.h>
 
 #include "sample/grammar.h"
-
-static fx_alloc alloc;
-static fx_gwork work;
+#include "test_json_schema_util.h" /* alloc, work, match(), setup */
 
 static const fx_tool k_tools[] = {
     {"get_weather",
@@ -44,17 +42,6 @@ static fx_grammar *tools_grammar(fx_tool_format format) {
     if (fx_grammar_compile(&alloc, buf, strlen(buf), NULL, &g, &err) != FX_OK)
         fail_msg("format %d: %s\n%s", (int)format, err.message, buf);
     return g;
-}
-
-/* 2: a whole call; 1: a prefix of one; 0: neither. */
-static int match(const fx_grammar *g, const char *text) {
-    fx_gstate s;
-    fx_error err;
-    assert_int_equal(fx_gstate_init(&s, &alloc, g, &err), FX_OK);
-    int r = fx_gstate_accept(&s, &work, text, strlen(text), &err) == FX_OK
-                ? (fx_gstate_complete(&s) ? 2 : 1) : 0;
-    fx_gstate_free(&s, &alloc);
-    return r;
 }
 
 typedef struct format_case {
@@ -182,28 +169,11 @@ static void test_refusals(void **state) {
     free(big);
 }
 
-static int setup(void **state) {
-    (void)state;
-    if (fx_alloc_init(&alloc, NULL) != FX_OK) return -1;
-    /* Walk scratch for matching text, no vocabulary (as test_json_schema). */
-    fx_vocab_trie t;
-    memset(&t, 0, sizeof t);
-    t.max_depth = 64;
-    t.n_vocab = 1;
-    fx_error err;
-    return fx_gwork_init(&work, &alloc, &t, &err) == FX_OK ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    fx_gwork_free(&work, &alloc);
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests_name("tools_grammar", tests, setup, teardown);
+    return cmocka_run_group_tests_name("tools_grammar", tests, schema_setup,
+                                       schema_teardown);
 }
