@@ -1,9 +1,8 @@
 /*
  * Shared by the test_json_schema*.c files and test_tools_grammar.c: a
- * schema converted and
- * compiled by ferrox's own GBNF engine, and strings matched against it
- * whole and byte by byte. Each file defines `alloc` and `work` (a mask
- * scratch for fx_gstate_accept) and sets them up before use.
+ * schema converted and compiled by ferrox's own GBNF engine, and strings
+ * matched against it whole and byte by byte, with the `alloc` and `work`
+ * (mask scratch for fx_gstate_accept) that schema_setup prepares.
  */
 #ifndef TEST_JSON_SCHEMA_UTIL_H
 #define TEST_JSON_SCHEMA_UTIL_H
