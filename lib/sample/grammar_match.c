@@ -686,7 +686,13 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
         const fx_gtop *in = w->sets + L->set_off;
         uint32_t off = L->set_off, n = L->set_len;
         int same = 0;
-        if (r == 1) {
+        if (r == 1 && L->loop_known &&
+            (cp < 0x80 ? ((L->loop_ascii[cp >> 6] >> (cp & 63)) & 1) != 0
+                       : L->loop_nonascii != 0)) {
+            /* A loop byte gives back this set (compute_loops advanced it):
+             * the subtree's walk needs no advance until a byte that is not. */
+            same = 1;
+        } else if (r == 1) {
             off = L->set_off + L->set_len;
             n = advance(g, w, in, L->set_len, cp, w->sets + off);
             if (w->fail) return fx_fail(err, FX_ERR_GRAMMAR, "grammar: the parse "
