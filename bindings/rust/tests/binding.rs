@@ -45,9 +45,10 @@ fn sampled(prompt: &str, max_tokens: u32, seed: u64) -> Request {
 }
 
 #[test]
-fn event_is_the_first_layout() {
+fn event_layout() {
     // fx_poll_sized refuses a size below fx_event's first layout and
-    // accepts that size: sys::fx_event must be exactly it.
+    // accepts that size: sys::fx_event up to grammar_start must be exactly
+    // it, and grammar_start the one member after it.
     let path = std::ffi::CString::new(model_path()).unwrap();
     let mut m: *mut sys::fx_model = std::ptr::null_mut();
     let mut b: *mut sys::fx_batcher = std::ptr::null_mut();
@@ -61,10 +62,14 @@ fn event_is_the_first_layout() {
         assert_eq!(st, sys::FX_OK);
         let mut ev: sys::fx_event = std::mem::zeroed();
         let size = std::mem::size_of::<sys::fx_event>();
+        let first = (&ev.grammar_start as *const i64 as usize) - (&ev as *const _ as usize);
+        assert_eq!(size, first + 8);
         let mut st = -1;
-        assert_eq!(sys::fx_poll_sized(b, &mut ev, size, &mut st), 0);
-        assert_eq!(st, sys::FX_OK);
-        sys::fx_poll_sized(b, &mut ev, size - 1, &mut st);
+        for s in [first, size] {
+            assert_eq!(sys::fx_poll_sized(b, &mut ev, s, &mut st), 0);
+            assert_eq!(st, sys::FX_OK);
+        }
+        sys::fx_poll_sized(b, &mut ev, first - 1, &mut st);
         assert_eq!(st, Status::INVALID_ARG.0);
         sys::fx_batcher_free(b);
         sys::fx_model_free(m);
@@ -106,6 +111,13 @@ fn struct_layouts_match_the_library() {
         assert_eq!(r.typical_p, 1.0);
         assert_eq!(r.repeat_penalty, 1.0);
         assert_eq!(r.penalty_last_n, 64);
+        assert_eq!(r.n_grammar_triggers, 0);
+        assert_eq!(r.n_grammar_trigger_tokens, 0);
+    });
+    check!(sys::fx_chat_options_init_sized, sys::fx_chat_options, |o| {
+        assert_eq!(o.flags, 0);
+        assert_eq!(o.now, 0);
+        assert!(o.context_json.is_null() && o.bos_token.is_null() && o.eos_token.is_null());
     });
 }
 
