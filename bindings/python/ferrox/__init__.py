@@ -41,7 +41,7 @@ from ._capi import lib
 
 __all__ = [
     "Status", "Finish", "SpecialToken", "TokenType", "FerroxError", "Model",
-    "ModelInfo", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
+    "ModelInfo", "TensorInfo", "LeaseState", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
     "Completion", "ToolFormat", "apply_chat_template", "chat_families",
     "chat_stop_strings", "detect_chat_template", "json_schema_to_grammar",
     "render_chat_template", "tool_format_trigger", "tools_to_grammar",
@@ -122,6 +122,14 @@ class TokenType(_Enum):
     USER_DEFINED = 4
     UNUSED = 5
     BYTE = 6
+
+
+class LeaseState(_Enum):
+    """fx_lease_state: where a lease stands (Lease.state)."""
+    NONE = 0
+    PENDING = 1    # queued, or being computed
+    PINNED = 2     # computed and pinned: rows continuing it adopt it
+    UNPINNED = 3   # computed, nothing pinned: rows compute its tokens
 
 
 class ToolFormat(_Enum):
@@ -311,6 +319,17 @@ class ModelInfo:
     file_size: int
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One entry of the file's tensor table (fx_tensor_info)."""
+    name: str
+    type: int               # the ggml type id stored in the file
+    type_name: str          # "f32", "q8_0", ...
+    dims: Tuple[int, ...]   # n_dims of them; dims[0] is the contiguous one
+    offset: int             # byte offset of the data within the file
+    n_bytes: int
+
+
 def _messages(messages):
     """Chat messages as a ctypes array, plus the byte strings it points to
     (returned so that they outlive the call)."""
@@ -423,6 +442,50 @@ class Model:
             i.n_layer, i.n_head, i.n_head_kv, i.n_ff, i.n_rot,
             i.rope_freq_base, i.rms_norm_eps, i.n_params, i.n_tensors,
             i.n_meta, i.file_size)
+
+    def metadata(self) -> Dict[str, str]:
+        """The file's metadata in file order, each value as the library
+        writes it as text: numbers in decimal, strings quoted with C
+        escapes, arrays summarized (fx_model_meta_format)."""
+        L = lib()
+        out = {}
+        with self._lock:
+            self._check()
+            for i in range(L.fx_model_meta_count(self._handle)):
+                # Keys live as long as the model: copied at once anyway.
+                key = _text(L.fx_model_meta_key(self._handle, i) or b"")
+                need = ctypes.c_size_t()
+                cap = 256
+                while True:
+                    buf = ctypes.create_string_buffer(cap)
+                    st = L.fx_model_meta_format(self._handle, i, buf, cap,
+                                                ctypes.byref(need))
+                    if st == Status.OK:
+                        break
+                    if st != Status.BUFFER_TOO_SMALL:
+                        raise FerroxError(st, _text(
+                            L.fx_model_errmsg(self._handle)))
+                    cap = need.value
+                out[key] = _text(buf.value)
+        return out
+
+    def tensors(self) -> "list[TensorInfo]":
+        """The file's tensor table, in file order."""
+        L = lib()
+        out = []
+        with self._lock:
+            self._check()
+            for i in range(L.fx_model_tensor_count(self._handle)):
+                t = _capi.TensorInfo()
+                _capi.init(L, "tensor_info", t)
+                st = L.fx_model_tensor_get(self._handle, i, ctypes.byref(t))
+                if st != Status.OK:
+                    raise FerroxError(st, _text(
+                        L.fx_model_errmsg(self._handle)))
+                out.append(TensorInfo(
+                    _text(t.name or b""), t.type, _text(t.type_name or b""),
+                    tuple(t.dims[:t.n_dims]), t.offset, t.n_bytes))
+        return out
 
     @property
     def vocab_size(self) -> int:
@@ -1168,6 +1231,24 @@ class Lease:
         if batcher is not self._batcher:
             raise ValueError("ferrox: the lease belongs to another batcher")
         return self._handle
+
+    @property
+    def state(self) -> LeaseState:
+        """Where the lease stands (fx_lease_status). Raises ValueError once
+        released, FerroxError (Status.STALE_HANDLE) if the library no longer
+        knows it."""
+        b = self._batcher
+        with b._lock:
+            b._check()
+            if self._handle is None:
+                raise ValueError("ferrox: the lease is released")
+            st_out = ctypes.c_int(0)
+            st = lib().fx_lease_status(b._handle, self._handle,
+                                       ctypes.byref(st_out))
+            if st != Status.OK:
+                # fx_lease_status records no message; the status says it.
+                raise FerroxError(st)
+            return _enum(LeaseState, st_out.value)
 
     @property
     def ready(self) -> bool:

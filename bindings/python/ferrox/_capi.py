@@ -68,6 +68,19 @@ class ModelInfo(ctypes.Structure):
     ]
 
 
+class TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_uint32),
+        ("type_name", ctypes.c_char_p),
+        ("n_dims", ctypes.c_uint32),
+        ("dims", ctypes.c_uint64 * 4),
+        ("offset", ctypes.c_uint64),
+        ("n_bytes", ctypes.c_uint64),
+    ]
+
+
 class BatcherParams(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -236,6 +249,13 @@ _SIGNATURES = {
     "fx_model_errmsg": (_cp, [_vp]),
     "fx_model_info_init_sized": (None, [_P(ModelInfo), _sz]),
     "fx_model_get_info": (_int, [_vp, _P(ModelInfo)]),
+    "fx_model_meta_count": (ctypes.c_uint64, [_vp]),
+    "fx_model_meta_key": (_cp, [_vp, ctypes.c_uint64]),
+    "fx_model_meta_format": (_int, [_vp, ctypes.c_uint64, _vp, _sz,
+                                    _P(_sz)]),
+    "fx_tensor_info_init_sized": (None, [_P(TensorInfo), _sz]),
+    "fx_model_tensor_count": (ctypes.c_uint64, [_vp]),
+    "fx_model_tensor_get": (_int, [_vp, ctypes.c_uint64, _P(TensorInfo)]),
     "fx_tokenize": (_int, [_vp, _cp, _sz, _u32, c_int32_p, _sz, _P(_sz)]),
     "fx_token_to_piece": (_int, [_vp, ctypes.c_int32, _u32, _vp, _sz,
                                  _P(_sz)]),
@@ -274,6 +294,7 @@ _SIGNATURES = {
     "fx_cancel": (_int, [_vp, _vp]),
     "fx_row_release": (_int, [_vp, _vp]),
     "fx_lease_create": (_int, [_vp, _cp, _sz, _u32, _P(_vp)]),
+    "fx_lease_status": (_int, [_vp, _vp, _P(_int)]),
     "fx_lease_ready": (_int, [_vp, _vp]),
     "fx_lease_pinned": (_int, [_vp, _vp]),
     "fx_lease_release": (_int, [_vp, _vp]),

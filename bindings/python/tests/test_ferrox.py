@@ -81,6 +81,7 @@ class TestLayout(unittest.TestCase):
                                         "n_grammar_triggers": 0,
                                         "n_grammar_trigger_tokens": 0}),
             (_capi.ChatOptions, "chat_options", {"flags": 0, "now": 0}),
+            (_capi.TensorInfo, "tensor_info", {"n_dims": 0, "n_bytes": 0}),
         )
         for cls, name, defaults in checks:
             size = ctypes.sizeof(cls)
@@ -213,6 +214,29 @@ class TestModel(Base):
         # The last field: a ModelInfo layout that drifted from the header
         # would read it from the wrong offset.
         self.assertEqual(info.file_size, os.path.getsize(MODEL))
+
+    def test_metadata_and_tensors(self):
+        info = self.model.info
+        meta = self.model.metadata()
+        self.assertEqual(len(meta), info.n_meta)
+        self.assertEqual(next(iter(meta)), "general.architecture")
+        self.assertEqual(meta["general.architecture"], '"llama"')
+        self.assertEqual(meta["llama.block_count"], "4")
+        # Arrays are summarized: the 32000 tokens of the Llama 2 vocabulary.
+        self.assertTrue(meta["tokenizer.ggml.tokens"].startswith(
+            '[string x 32000: "<unk>", "<s>", "</s>"'),
+            meta["tokenizer.ggml.tokens"])
+        tensors = self.model.tensors()
+        self.assertEqual(len(tensors), info.n_tensors)
+        by_name = {t.name: t for t in tensors}
+        self.assertEqual(len(by_name), len(tensors))
+        emb = by_name["token_embd.weight"]
+        self.assertEqual(emb.dims, (256, info.n_vocab))
+        self.assertTrue(emb.type_name)
+        self.assertGreater(emb.n_bytes, 0)
+        # Data lies inside the file, tensors one after another.
+        for t in tensors:
+            self.assertLessEqual(t.offset + t.n_bytes, info.file_size)
 
     def test_tokenize_round_trip(self):
         text = "Hello world, once upon a time"
@@ -787,12 +811,14 @@ class TestBatcher(Base):
         prefix = ("You are a knight of the realm. You guard the northern "
                   "gate, speak little and never leave your post.")
         with b.lease(prefix) as lease:
+            self.assertEqual(lease.state, ferrox.LeaseState.PENDING)
             for _ in range(10):
                 if lease.ready:
                     break
                 b.step()
             self.assertTrue(lease.ready)
             self.assertTrue(lease.pinned)
+            self.assertEqual(lease.state, ferrox.LeaseState.PINNED)
             suffix = self.model.tokenize(" Speak:", add_special=False)
             res = b.submit(suffix, max_tokens=6, lease=lease).result()
             whole = self.model.tokenize(prefix) + suffix
@@ -804,6 +830,12 @@ class TestBatcher(Base):
         lease.release()
         with self.assertRaises(ValueError):
             b.submit("x", lease=lease)
+        with self.assertRaises(ValueError):
+            lease.state
+        # A prefix shorter than one KV block is computed but not pinned.
+        with b.lease("Hi") as short:
+            b.run()
+            self.assertEqual(short.state, ferrox.LeaseState.UNPINNED)
 
 
 class TestAsync(Base):
