@@ -38,6 +38,10 @@ static fx_status fxgo_lease_create(fx_batcher *b, const char *text,
     *out = (uintptr_t)l;
     return st;
 }
+static fx_status fxgo_lease_status(const fx_batcher *b, uintptr_t l,
+                                   fx_lease_state *state) {
+    return fx_lease_status(b, (const fx_lease *)l, state);
+}
 static int fxgo_lease_ready(const fx_batcher *b, uintptr_t l) {
     return fx_lease_ready(b, (const fx_lease *)l);
 }
@@ -768,6 +772,37 @@ func (b *Batcher) NewLease(text string, opts *LeaseOptions) (*Lease, error) {
 		b.orphanMu.Unlock()
 	})
 	return l, nil
+}
+
+// LeaseState is where a lease stands (fx_lease_state).
+type LeaseState int
+
+// The lease states of ferrox.h.
+const (
+	LeaseNone     LeaseState = C.FX_LEASE_NONE
+	LeasePending  LeaseState = C.FX_LEASE_PENDING  // queued, or being computed
+	LeasePinned   LeaseState = C.FX_LEASE_PINNED   // computed and pinned
+	LeaseUnpinned LeaseState = C.FX_LEASE_UNPINNED // computed, nothing pinned
+)
+
+// State tells where the lease stands; a closed lease is an error
+// (ErrStaleHandle), as is one the library no longer knows.
+func (l *Lease) State() (LeaseState, error) {
+	defer runtime.KeepAlive(l)
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	if l.b.h == nil {
+		return LeaseNone, errClosed
+	}
+	if l.h == 0 {
+		return LeaseNone, &Error{Op: "fx_lease_status", Status: ErrStaleHandle, Message: "the lease is closed"}
+	}
+	var s C.fx_lease_state
+	if st := Status(C.fxgo_lease_status(l.b.h, C.uintptr_t(l.h), &s)); st != StatusOK {
+		// fx_lease_status records no message; the status says it.
+		return LeaseNone, &Error{Op: "fx_lease_status", Status: st}
+	}
+	return LeaseState(s), nil
 }
 
 // Ready reports whether the prefix is computed (pinned or not: Pinned).

@@ -292,6 +292,81 @@ func (m *Model) Info() (ModelInfo, error) {
 	return out, err
 }
 
+// MetaEntry is one metadata key and its value as text: numbers in
+// decimal, strings quoted with C escapes, arrays summarized
+// (fx_model_meta_format).
+type MetaEntry struct {
+	Key, Value string
+}
+
+// Metadata returns the file's metadata, in file order.
+func (m *Model) Metadata() ([]MetaEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	n := uint64(C.fx_model_meta_count(m.h))
+	out := make([]MetaEntry, 0, n)
+	for i := uint64(0); i < n; i++ {
+		// Keys live as long as the model; copied anyway.
+		e := MetaEntry{Key: C.GoString(C.fx_model_meta_key(m.h, C.uint64_t(i)))}
+		buf := make([]byte, 256)
+		for {
+			var need C.size_t
+			st := Status(C.fx_model_meta_format(m.h, C.uint64_t(i),
+				(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &need))
+			if st == StatusOK {
+				e.Value = C.GoString((*C.char)(unsafe.Pointer(&buf[0])))
+				break
+			}
+			if st != ErrBufferTooSmall {
+				return nil, &Error{Op: "fx_model_meta_format", Status: st, Message: C.GoString(C.fx_model_errmsg(m.h))}
+			}
+			buf = make([]byte, need)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// TensorInfo is one entry of the file's tensor table (fx_tensor_info).
+type TensorInfo struct {
+	Name     string
+	Type     uint32   // the ggml type id stored in the file
+	TypeName string   // "f32", "q8_0", ...
+	Dims     []uint64 // Dims[0] is the contiguous one
+	Offset   uint64   // of the data within the file
+	NBytes   uint64
+}
+
+// Tensors returns the file's tensor table, in file order.
+func (m *Model) Tensors() ([]TensorInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	n := uint64(C.fx_model_tensor_count(m.h))
+	out := make([]TensorInfo, 0, n)
+	for i := uint64(0); i < n; i++ {
+		var t C.fx_tensor_info
+		C.fx_tensor_info_init(&t)
+		if st := Status(C.fx_model_tensor_get(m.h, C.uint64_t(i), &t)); st != StatusOK {
+			return nil, &Error{Op: "fx_model_tensor_get", Status: st, Message: C.GoString(C.fx_model_errmsg(m.h))}
+		}
+		ti := TensorInfo{
+			Name: C.GoString(t.name), Type: uint32(t._type), TypeName: C.GoString(t.type_name),
+			Offset: uint64(t.offset), NBytes: uint64(t.n_bytes),
+		}
+		for d := 0; d < int(t.n_dims) && d < len(t.dims); d++ {
+			ti.Dims = append(ti.Dims, uint64(t.dims[d]))
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
 // VocabSize is the number of tokens in the vocabulary.
 func (m *Model) VocabSize() int {
 	var n C.uint32_t
