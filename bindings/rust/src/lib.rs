@@ -273,6 +273,21 @@ pub struct ModelInfo {
     pub file_size: u64,
 }
 
+/// One entry of the file's tensor table (fx_tensor_info).
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    /// The ggml type id stored in the file.
+    pub type_id: u32,
+    /// "f32", "q8_0", ...
+    pub type_name: &'static str,
+    /// `dims[0]` is the contiguous one.
+    pub dims: Vec<u64>,
+    /// Byte offset of the data within the file.
+    pub offset: u64,
+    pub n_bytes: u64,
+}
+
 /// fx_special_token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -450,6 +465,46 @@ impl Model {
             n_meta: i.n_meta,
             file_size: i.file_size,
         })
+    }
+
+    /// The file's metadata in file order: each key and its value as text
+    /// (numbers in decimal, strings quoted with C escapes, arrays
+    /// summarized; fx_model_meta_format).
+    pub fn metadata(&self) -> Result<Vec<(String, String)>> {
+        let n = unsafe { sys::fx_model_meta_count(self.inner.raw) };
+        let mut out = Vec::new();
+        for i in 0..n {
+            // Keys live as long as the model, which `self` keeps alive.
+            let key = unsafe { owned_str(sys::fx_model_meta_key(self.inner.raw, i)) };
+            let mut value = self.sized(|m, buf, cap, need| unsafe {
+                sys::fx_model_meta_format(m, i, buf, cap, need)
+            })?;
+            value.pop(); // `needed` counts the terminating NUL
+            out.push((key, String::from_utf8_lossy(&value).into_owned()));
+        }
+        Ok(out)
+    }
+
+    /// The file's tensor table, in file order.
+    pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
+        let n = unsafe { sys::fx_model_tensor_count(self.inner.raw) };
+        let mut out = Vec::new();
+        for i in 0..n {
+            let mut t: sys::fx_tensor_info = unsafe { std::mem::zeroed() };
+            unsafe { sys::fx_tensor_info_init(&mut t) };
+            self.call(false, |m| unsafe { sys::fx_model_tensor_get(m, i, &mut t) })?;
+            let n_dims = (t.n_dims as usize).min(t.dims.len());
+            out.push(TensorInfo {
+                // The name lives as long as the model; the type name is static.
+                name: unsafe { owned_str(t.name) },
+                type_id: t.type_,
+                type_name: unsafe { static_str(t.type_name) },
+                dims: t.dims[..n_dims].to_vec(),
+                offset: t.offset,
+                n_bytes: t.n_bytes,
+            });
+        }
+        Ok(out)
     }
 
     /// Number of tokens in the vocabulary.
@@ -1783,7 +1838,42 @@ pub struct Lease {
     released: AtomicBool,
 }
 
+/// Where a lease stands (fx_lease_state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Queued, or being computed.
+    Pending,
+    /// Computed and pinned: rows continuing it adopt its blocks.
+    Pinned,
+    /// Computed, but nothing could be pinned: rows compute its tokens.
+    Unpinned,
+    /// A state newer than this crate.
+    Other(i32),
+}
+
 impl Lease {
+    /// Where the lease stands; `Status::STALE_HANDLE` once released.
+    pub fn state(&self) -> Result<LeaseState> {
+        let _state = lock(&self.shared.state);
+        if self.released.load(Ordering::Relaxed) {
+            return Err(Error::new(20, "the lease is released"));
+        }
+        let mut s = 0;
+        let st = unsafe {
+            sys::fx_lease_status(self.shared.raw, self.handle as *const sys::fx_lease, &mut s)
+        };
+        if st != sys::FX_OK {
+            // fx_lease_status records no message; the status says it.
+            return Err(Error::new(st, ""));
+        }
+        Ok(match s {
+            1 => LeaseState::Pending,
+            2 => LeaseState::Pinned,
+            3 => LeaseState::Unpinned,
+            v => LeaseState::Other(v),
+        })
+    }
+
     /// Whether the prefix is computed (pinned or not: `is_pinned`).
     pub fn is_ready(&self) -> bool {
         let _state = lock(&self.shared.state);

@@ -81,6 +81,19 @@ pub struct fx_model_info {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
+pub struct fx_tensor_info {
+    pub struct_size: u32,
+    pub name: *const c_char,
+    pub type_: u32,
+    pub type_name: *const c_char,
+    pub n_dims: u32,
+    pub dims: [u64; 4],
+    pub offset: u64,
+    pub n_bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct fx_batcher_params {
     pub struct_size: u32,
     pub flags: u32,
@@ -255,6 +268,23 @@ extern "C" {
     pub fn fx_model_info_init_sized(info: *mut fx_model_info, size: usize);
     pub fn fx_model_get_info(model: *const fx_model, info: *mut fx_model_info) -> fx_status;
 
+    pub fn fx_model_meta_count(model: *const fx_model) -> u64;
+    pub fn fx_model_meta_key(model: *const fx_model, index: u64) -> *const c_char;
+    pub fn fx_model_meta_format(
+        model: *const fx_model,
+        index: u64,
+        buf: *mut c_char,
+        buf_size: usize,
+        needed: *mut usize,
+    ) -> fx_status;
+    pub fn fx_tensor_info_init_sized(info: *mut fx_tensor_info, size: usize);
+    pub fn fx_model_tensor_count(model: *const fx_model) -> u64;
+    pub fn fx_model_tensor_get(
+        model: *const fx_model,
+        index: u64,
+        info: *mut fx_tensor_info,
+    ) -> fx_status;
+
     pub fn fx_tokenize(
         model: *const fx_model,
         text: *const c_char,
@@ -394,6 +424,11 @@ extern "C" {
         flags: u32,
         out_lease: *mut *mut fx_lease,
     ) -> fx_status;
+    pub fn fx_lease_status(
+        batcher: *const fx_batcher,
+        lease: *const fx_lease,
+        state: *mut c_int,
+    ) -> fx_status;
     pub fn fx_lease_ready(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_pinned(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_release(batcher: *mut fx_batcher, lease: *mut fx_lease) -> fx_status;
@@ -442,4 +477,13 @@ pub unsafe fn fx_request_init(request: *mut fx_request) {
 /// `opts` must point to a writable `fx_chat_options` (or be NULL).
 pub unsafe fn fx_chat_options_init(opts: *mut fx_chat_options) {
     fx_chat_options_init_sized(opts, std::mem::size_of::<fx_chat_options>())
+}
+
+/// `fx_tensor_info_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `info` must point to a writable `fx_tensor_info` (or be NULL).
+pub unsafe fn fx_tensor_info_init(info: *mut fx_tensor_info) {
+    fx_tensor_info_init_sized(info, std::mem::size_of::<fx_tensor_info>())
 }
