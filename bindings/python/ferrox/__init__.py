@@ -716,6 +716,8 @@ def _tool(t):
     "function": {...}} entry -- the `tools` a chat template reads."""
     if isinstance(t, dict):
         f = t.get("function", t)
+        if not isinstance(f, dict) or "name" not in f:
+            raise ValueError("ferrox: a tool without a name: %r" % (t,))
         return f["name"], f.get("parameters")
     name, params = t
     return name, params
@@ -730,6 +732,7 @@ def tools_to_grammar(tools, format: ToolFormat = ToolFormat.HERMES) -> str:
     dict or text, None for any object), a (name, parameters) pair, or an
     OpenAI-style {"type": "function", "function": {...}} entry."""
     fmt = ToolFormat(format)
+    tools = list(tools)
     keep = []
     arr = (_capi.Tool * len(tools))()
     for i, t in enumerate(tools):

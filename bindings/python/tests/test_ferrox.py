@@ -549,6 +549,11 @@ class TestStructuredOutput(Base):
         self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
         with self.assertRaises(ValueError):
             ferrox.tools_to_grammar(TOOLS, 9)
+        with self.assertRaises(ValueError):
+            ferrox.tools_to_grammar([{"parameters": {}}])
+        # Any iterable of tools.
+        self.assertEqual(ferrox.tools_to_grammar(iter(TOOLS)),
+                         ferrox.tools_to_grammar(TOOLS))
 
     def test_lazy_tool_call_grammar(self):
         trigger = ferrox.tool_format_trigger(ferrox.ToolFormat.HERMES)
