@@ -329,7 +329,12 @@ func (b *Batcher) Submit(ctx context.Context, req *Request) (*Row, error) {
 	if n := len(req.GrammarTriggers); n > 0 {
 		arr := (**C.char)(mem.alloc(uintptr(n) * unsafe.Sizeof((*C.char)(nil))))
 		for i, s := range req.GrammarTriggers {
-			unsafe.Slice(arr, n)[i] = mem.str(s)
+			// A NUL would silently shorten the trigger the library sees.
+			p, err := mem.cstr("fx_submit", "a grammar trigger", s)
+			if err != nil {
+				return nil, err
+			}
+			unsafe.Slice(arr, n)[i] = p
 		}
 		r.grammar_triggers, r.n_grammar_triggers = arr, C.size_t(n)
 	}

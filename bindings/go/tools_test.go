@@ -344,6 +344,10 @@ func TestLazyToolCallGrammar(t *testing.T) {
 	if _, err := b.Submit(context.Background(), &bad); !errors.Is(err, ErrInvalidArg) || !errors.As(err, &fe) || fe.Message == "" {
 		t.Fatalf("empty trigger: %v", err)
 	}
+	bad = request("x", 4, func(r *Request) { r.Grammar, r.GrammarTriggers = g, []string{"<tool\x00"} })
+	if _, err := b.Submit(context.Background(), &bad); !errors.Is(err, ErrInvalidArg) {
+		t.Fatalf("a NUL in a trigger: %v", err)
+	}
 	bad = request("x", 4, func(r *Request) {
 		r.Grammar, r.GrammarTriggerTokens = g, []int32{int32(m.VocabSize())}
 	})
