@@ -41,11 +41,11 @@ from ._capi import lib
 
 __all__ = [
     "Status", "Finish", "SpecialToken", "TokenType", "FerroxError", "Model",
-    "ModelInfo", "TensorInfo", "LeaseState", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
-    "Completion", "ToolFormat", "apply_chat_template", "chat_families",
-    "chat_stop_strings", "detect_chat_template", "json_schema_to_grammar",
-    "render_chat_template", "tool_format_trigger", "tools_to_grammar",
-    "version",
+    "ModelInfo", "TensorInfo", "LeaseState", "Batcher", "Row", "Lease",
+    "Text", "Token", "Done", "Usage", "Completion", "ToolFormat",
+    "apply_chat_template", "chat_families", "chat_stop_strings",
+    "detect_chat_template", "json_schema_to_grammar", "render_chat_template",
+    "tool_format_trigger", "tools_to_grammar", "version",
 ]
 
 
@@ -205,6 +205,15 @@ def _text(b: bytes) -> str:
 
 def _bytes(s) -> bytes:
     return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
+
+def _cstr(name: str, s) -> bytes:
+    """s as bytes for a string the library reads up to its NUL: a NUL
+    inside would silently cut it there, so it raises instead."""
+    b = _bytes(s)
+    if b"\0" in b:
+        raise ValueError("ferrox: %s contains a NUL byte" % name)
+    return b
 
 
 def _errbuf():
@@ -675,12 +684,12 @@ def _chat_ex(model_handle, template, messages, context, add_assistant,
     L.fx_chat_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
     opts.flags = _chat_flags(add_assistant, with_bos)
     # Locals, so that every string opts points to outlives the call.
-    ctx = None if context is None else _json_text(context)
-    bos = None if bos_token is None else _bytes(bos_token)
-    eos = None if eos_token is None else _bytes(eos_token)
+    ctx = None if context is None else _cstr("context", _json_text(context))
+    bos = None if bos_token is None else _cstr("bos_token", bos_token)
+    eos = None if eos_token is None else _cstr("eos_token", eos_token)
     opts.context_json, opts.bos_token, opts.eos_token = ctx, bos, eos
     opts.now = _int_arg("now", now, 2**63 - 1, -2**63)
-    tmpl = None if template is None else _bytes(template)
+    tmpl = None if template is None else _cstr("template", template)
     return _sized_text(L.fx_chat_apply_ex, model_handle, tmpl,
                        arr if len(arr) else None, len(arr),
                        ctypes.byref(opts))
@@ -737,8 +746,8 @@ def tools_to_grammar(tools, format: ToolFormat = ToolFormat.HERMES) -> str:
     arr = (_capi.Tool * len(tools))()
     for i, t in enumerate(tools):
         name, params = _tool(t)
-        n = _bytes(name)
-        p = None if params is None else _json_text(params)
+        n = _cstr("a tool name", name)
+        p = None if params is None else _cstr("parameters", _json_text(params))
         keep += [n, p]
         arr[i] = _capi.Tool(n, p)
     return _sized_text(lib().fx_tools_to_grammar, arr, len(arr), int(fmt))
@@ -970,7 +979,7 @@ class Batcher:
             # A bare string would become one trigger per character.
             raise TypeError("ferrox: grammar_triggers is a sequence of "
                             "strings, not one string")
-        triggers = [_bytes(t) for t in grammar_triggers]
+        triggers = [_cstr("a grammar trigger", t) for t in grammar_triggers]
         trig_arr = (ctypes.c_char_p * len(triggers))(*triggers)
         if triggers:
             r.grammar_triggers = trig_arr

@@ -424,6 +424,9 @@ class TestChatEx(Base):
                                         context="[1, 2]")
         self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
         self.assertTrue(cm.exception.message)
+        with self.assertRaises(ValueError):
+            ferrox.render_chat_template("{{ x }}", [("user", "x")],
+                                        context='{"x": 1}\0')
         # Messages twice: in the argument and in the context.
         with self.assertRaises(ferrox.FerroxError) as cm:
             ferrox.render_chat_template(
@@ -551,6 +554,8 @@ class TestStructuredOutput(Base):
             ferrox.tools_to_grammar(TOOLS, 9)
         with self.assertRaises(ValueError):
             ferrox.tools_to_grammar([{"parameters": {}}])
+        with self.assertRaises(ValueError):
+            ferrox.tools_to_grammar([("a\0b", None)])
         # Any iterable of tools.
         self.assertEqual(ferrox.tools_to_grammar(iter(TOOLS)),
                          ferrox.tools_to_grammar(TOOLS))
@@ -612,6 +617,8 @@ class TestStructuredOutput(Base):
         with self.assertRaises(ValueError):
             b.submit("x", max_tokens=4, grammar=g,
                      grammar_trigger_tokens=[-1])
+        with self.assertRaises(ValueError):
+            b.submit("x", max_tokens=4, grammar=g, grammar_triggers=["a\0"])
         # A trigger token past the vocabulary is the library's to refuse.
         with self.assertRaises(ferrox.FerroxError) as cm:
             b.submit("x", max_tokens=4, grammar=g,
