@@ -644,6 +644,24 @@ func ApplyChatTemplate(tmpl string, msgs []ChatMessage, flags ChatFlags) (string
 	}
 }
 
+// DetectChatTemplate names the family of template text (or of a family
+// name): "jinja" for text that resembles no family, which is still
+// rendered by the interpreter.
+func DetectChatTemplate(tmpl string) (string, error) {
+	var mem cmem
+	defer mem.free()
+	ct, err := mem.cstr("fx_chat_detect", "the template", tmpl)
+	if err != nil {
+		return "", err
+	}
+	var fam *C.char
+	if st := Status(C.fx_chat_detect(nil, ct, &fam)); st != StatusOK {
+		// Without a model the library keeps no message.
+		return "", &Error{Op: "fx_chat_detect", Status: st}
+	}
+	return C.GoString(fam), nil // static
+}
+
 // ChatFamilies lists the template families ApplyChatTemplate accepts by
 // name.
 func ChatFamilies() []string {

@@ -109,6 +109,15 @@ func TestChatStopStringsAndTokenType(t *testing.T) {
 	if _, err := ChatStopStrings("{% unclosed"); !errors.Is(err, ErrBadTemplate) {
 		t.Fatalf("bad template: %v", err)
 	}
+	if fam, err := DetectChatTemplate(chatData(t, "templates", qwen+".jinja")); err != nil || fam != "chatml" {
+		t.Fatalf("Qwen 2.5's family: %q %v", fam, err)
+	}
+	if fam, err := DetectChatTemplate("{{ messages }}"); err != nil || fam != "jinja" {
+		t.Fatalf("plain jinja: %q %v", fam, err)
+	}
+	if _, err := DetectChatTemplate("{% unclosed"); !errors.Is(err, ErrBadTemplate) {
+		t.Fatalf("bad template: %v", err)
+	}
 	m := load(t)
 	eos, _ := m.SpecialToken(TokenEOS)
 	if tt := m.TokenType(eos); tt != TokenTypeControl {

@@ -940,6 +940,19 @@ pub fn tools_to_grammar(tools: &[Tool<'_>], format: ToolFormat) -> Result<String
     })
 }
 
+/// The family of template text (or of a family name): "jinja" for text
+/// that resembles no family, which is still rendered by the interpreter.
+pub fn detect_chat_template(template: &str) -> Result<&'static str> {
+    let tmpl = cstring(template)?;
+    let mut fam: *const c_char = std::ptr::null();
+    let st = unsafe { sys::fx_chat_detect(std::ptr::null(), tmpl.as_ptr(), &mut fam) };
+    if st != sys::FX_OK {
+        // Without a model the library keeps no message.
+        return Err(Error::new(st, ""));
+    }
+    Ok(unsafe { static_str(fam) })
+}
+
 /// The chat-template families accepted by name.
 pub fn chat_families() -> Vec<&'static str> {
     let n = unsafe { sys::fx_chat_family_count() };

@@ -5,9 +5,9 @@
 //! tests/data/chat (its place in the source tree when unset).
 
 use ferrox::{
-    chat_stop_strings, json_schema_to_grammar, render_chat_template, tools_to_grammar, Batcher,
-    BatcherOptions, ChatMessage, ChatOptions, ChatTemplateOptions, Event, Finish, Model, Request,
-    Status, Tool, ToolFormat,
+    chat_stop_strings, detect_chat_template, json_schema_to_grammar, render_chat_template,
+    tools_to_grammar, Batcher, BatcherOptions, ChatMessage, ChatOptions, ChatTemplateOptions,
+    Event, Finish, Model, Request, Status, Tool, ToolFormat,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -134,6 +134,13 @@ fn render_chat_template_errors() {
     assert!(chat_stop_strings("llama3").unwrap().contains(&"<|eot_id|>"));
     assert_eq!(
         chat_stop_strings("{% unclosed").unwrap_err().status,
+        Status::BAD_TEMPLATE
+    );
+    let qwen = chat_data(&["templates", &format!("{}.jinja", QWEN)]);
+    assert_eq!(detect_chat_template(&qwen).unwrap(), "chatml");
+    assert_eq!(detect_chat_template("{{ messages }}").unwrap(), "jinja");
+    assert_eq!(
+        detect_chat_template("{% unclosed").unwrap_err().status,
         Status::BAD_TEMPLATE
     );
 }
