@@ -20,6 +20,10 @@ endif()
 set(_fx_bind_src ${PROJECT_SOURCE_DIR}/bindings)
 set(_fx_bind_work ${CMAKE_CURRENT_BINARY_DIR}/bindings)
 set(_fx_bind_model ${CMAKE_BINARY_DIR}/examples/synthetic-model.gguf)
+# Published chat templates and what jinja2 renders for them, for the
+# tests of fx_chat_apply_ex (the pip test runs a copy of its suite, which
+# cannot find them relative to itself).
+set(_fx_bind_chat_data ${PROJECT_SOURCE_DIR}/tests/data/chat)
 set(_fx_bind_libdir $<TARGET_FILE_DIR:ferrox>)
 set(_fx_bind_prefix ${_fx_bind_work}/prefix)
 set(_fx_bind_pc_path ${_fx_bind_prefix}/${CMAKE_INSTALL_LIBDIR}/pkgconfig)
@@ -65,6 +69,7 @@ else()
   fx_binding_test(binding_python ${_fx_bind_src}/python
     FERROX_LIBRARY=$<TARGET_FILE:ferrox>
     FERROX_TEST_MODEL=${_fx_bind_model}
+    FERROX_TEST_CHAT_DATA=${_fx_bind_chat_data}
     # No __pycache__ in the source tree.
     PYTHONDONTWRITEBYTECODE=1
     # -W error: the project's warnings-are-errors rule, for Python's
@@ -95,6 +100,7 @@ else()
   fx_binding_test(binding_python_pip ${CMAKE_CURRENT_BINARY_DIR}
     FERROX_LIBRARY=$<TARGET_FILE:ferrox>
     FERROX_TEST_MODEL=${_fx_bind_model}
+    FERROX_TEST_CHAT_DATA=${_fx_bind_chat_data}
     ${CMAKE_COMMAND} -DPYTHON=${_fx_pip_python} -DSRC=${_fx_bind_src}/python
     -DWORK=${_fx_bind_work}/pip -P ${CMAKE_CURRENT_SOURCE_DIR}/bindings_pip.cmake)
 endif()
@@ -138,6 +144,7 @@ else()
     "CGO_CFLAGS=-O2 -Wall -Werror"
     LD_LIBRARY_PATH=${_fx_bind_prefix}/${CMAKE_INSTALL_LIBDIR}
     FERROX_TEST_MODEL=${_fx_bind_model}
+    FERROX_TEST_CHAT_DATA=${_fx_bind_chat_data}
     ${FX_GO_EXECUTABLE} test -count=1 -v ./...)
   # A user's module requiring this one by its path.
   fx_binding_test(binding_go_consumer ${CMAKE_CURRENT_BINARY_DIR}
@@ -174,7 +181,8 @@ else()
   # not need it at all. Each variant has its own target directory, so
   # they do not rebuild each other's artifacts.
   set(_fx_rust_env --unset=LD_LIBRARY_PATH --unset=FERROX_STATIC
-    FERROX_TEST_MODEL=${_fx_bind_model} "RUSTFLAGS=-D warnings")
+    FERROX_TEST_MODEL=${_fx_bind_model}
+    FERROX_TEST_CHAT_DATA=${_fx_bind_chat_data} "RUSTFLAGS=-D warnings")
   set(_fx_cargo_test ${FX_CARGO_EXECUTABLE} test --offline --locked)
   # pkg-config first, as for a user with ferrox installed.
   fx_binding_test(binding_rust ${_fx_bind_src}/rust ${_fx_rust_env}

@@ -38,6 +38,10 @@ static fx_status fxgo_lease_create(fx_batcher *b, const char *text,
     *out = (uintptr_t)l;
     return st;
 }
+static fx_status fxgo_lease_status(const fx_batcher *b, uintptr_t l,
+                                   fx_lease_state *state) {
+    return fx_lease_status(b, (const fx_lease *)l, state);
+}
 static int fxgo_lease_ready(const fx_batcher *b, uintptr_t l) {
     return fx_lease_ready(b, (const fx_lease *)l);
 }
@@ -232,6 +236,14 @@ type Request struct {
 	JSON        bool   // the output is one JSON value (not with Grammar)
 	NLogprobs   uint32 // 1..20: EventToken events with alternatives
 
+	// A lazy Grammar (or JSON): the row samples freely until its output
+	// contains one of GrammarTriggers (or samples one of
+	// GrammarTriggerTokens); the grammar, which must start with the
+	// trigger, holds it from there (see ToolsToGrammar). Event.GrammarStart
+	// says where it took over.
+	GrammarTriggers      []string
+	GrammarTriggerTokens []int32
+
 	IgnoreEOS    bool
 	ParseSpecial bool // special-token text in Prompt becomes the token
 	NoBOS        bool
@@ -314,6 +326,20 @@ func (b *Batcher) Submit(ctx context.Context, req *Request) (*Row, error) {
 	if req.GrammarRoot != "" {
 		r.grammar_root = mem.str(req.GrammarRoot)
 	}
+	if n := len(req.GrammarTriggers); n > 0 {
+		arr := (**C.char)(mem.alloc(uintptr(n) * unsafe.Sizeof((*C.char)(nil))))
+		for i, s := range req.GrammarTriggers {
+			// A NUL would silently shorten the trigger the library sees.
+			p, err := mem.cstr("fx_submit", "a grammar trigger", s)
+			if err != nil {
+				return nil, err
+			}
+			unsafe.Slice(arr, n)[i] = p
+		}
+		r.grammar_triggers, r.n_grammar_triggers = arr, C.size_t(n)
+	}
+	r.grammar_trigger_tokens = mem.int32s(req.GrammarTriggerTokens)
+	r.n_grammar_trigger_tokens = C.size_t(len(req.GrammarTriggerTokens))
 	if req.JSON {
 		r.flags |= C.FX_REQUEST_JSON
 	}
@@ -534,6 +560,11 @@ type Event struct {
 	StopIndex int32        // EventDone: the stop string (Stop) or token (EOS)
 	Usage     Usage        // EventDone
 	Tokens    []int32      // EventDone: the generated token ids
+
+	// EventText and EventDone of a row with a lazy grammar: the byte
+	// offset in the row's output where the trigger starts, from the first
+	// EventText that reaches it on; -1 before that and for other rows.
+	GrammarStart int64
 }
 
 func seconds(s C.double) time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
@@ -543,9 +574,11 @@ func seconds(s C.double) time.Duration { return time.Duration(float64(s) * float
 func convertEvent(e *C.fx_event) (Event, bool) {
 	switch e._type {
 	case C.FX_EVENT_TEXT:
-		return Event{Type: EventText, Text: C.GoStringN(e.text, C.int(e.text_len))}, true
+		return Event{Type: EventText, Text: C.GoStringN(e.text, C.int(e.text_len)),
+			GrammarStart: int64(e.grammar_start)}, true
 	case C.FX_EVENT_TOKEN:
-		ev := Event{Type: EventToken, Token: int32(e.token), Logprob: float32(e.logprob)}
+		ev := Event{Type: EventToken, Token: int32(e.token), Logprob: float32(e.logprob),
+			GrammarStart: -1}
 		if e.n_top > 0 {
 			for _, t := range unsafe.Slice(e.top, int(e.n_top)) {
 				ev.Top = append(ev.Top, TokenLogprob{int32(t.token), float32(t.logprob)})
@@ -556,7 +589,7 @@ func convertEvent(e *C.fx_event) (Event, bool) {
 		u := e.usage
 		ev := Event{
 			Type: EventDone, Finish: FinishReason(e.finish), Status: Status(e.status),
-			StopIndex: int32(e.stop_index),
+			StopIndex: int32(e.stop_index), GrammarStart: int64(e.grammar_start),
 			Usage: Usage{
 				PromptTokens: uint32(u.prompt_tokens), CachedTokens: uint32(u.cached_tokens),
 				CompletionTokens: uint32(u.completion_tokens),
@@ -628,6 +661,8 @@ type Completion struct {
 	Usage     Usage
 	Tokens    []int32
 	Logprobs  []Event // the EventToken events, with NLogprobs > 0
+	// A lazy grammar's trigger: its byte offset in Text, or -1.
+	GrammarStart int64
 }
 
 // Wait runs the row to its end and returns what it produced (from the
@@ -653,7 +688,7 @@ func (r *Row) Wait() (*Completion, error) {
 			c.Logprobs = append(c.Logprobs, ev)
 		case EventDone:
 			c.Text, c.Finish, c.StopIndex = string(text), ev.Finish, ev.StopIndex
-			c.Usage, c.Tokens = ev.Usage, ev.Tokens
+			c.Usage, c.Tokens, c.GrammarStart = ev.Usage, ev.Tokens, ev.GrammarStart
 			if ev.Finish == FinishError {
 				return &c, &Error{Op: "row", Status: ev.Status, Message: "the row failed"}
 			}
@@ -742,6 +777,37 @@ func (b *Batcher) NewLease(text string, opts *LeaseOptions) (*Lease, error) {
 		b.orphanMu.Unlock()
 	})
 	return l, nil
+}
+
+// LeaseState is where a lease stands (fx_lease_state).
+type LeaseState int
+
+// The lease states of ferrox.h.
+const (
+	LeaseNone     LeaseState = C.FX_LEASE_NONE
+	LeasePending  LeaseState = C.FX_LEASE_PENDING  // queued, or being computed
+	LeasePinned   LeaseState = C.FX_LEASE_PINNED   // computed and pinned
+	LeaseUnpinned LeaseState = C.FX_LEASE_UNPINNED // computed, nothing pinned
+)
+
+// State tells where the lease stands; a closed lease is an error
+// (ErrStaleHandle), as is one the library no longer knows.
+func (l *Lease) State() (LeaseState, error) {
+	defer runtime.KeepAlive(l)
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	if l.b.h == nil {
+		return LeaseNone, errClosed
+	}
+	if l.h == 0 {
+		return LeaseNone, &Error{Op: "fx_lease_status", Status: ErrStaleHandle, Message: "the lease is closed"}
+	}
+	var s C.fx_lease_state
+	if st := Status(C.fxgo_lease_status(l.b.h, C.uintptr_t(l.h), &s)); st != StatusOK {
+		// fx_lease_status records no message; the status says it.
+		return LeaseNone, &Error{Op: "fx_lease_status", Status: st}
+	}
+	return LeaseState(s), nil
 }
 
 // Ready reports whether the prefix is computed (pinned or not: Pinned).

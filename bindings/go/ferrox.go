@@ -32,7 +32,9 @@ import "C"
 
 import (
 	"runtime"
+	"strings"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -124,6 +126,15 @@ func (m *cmem) bytes(s string) (*C.char, C.size_t) {
 	p := C.CBytes([]byte(s))
 	*m = append(*m, p)
 	return (*C.char)(p), C.size_t(len(s))
+}
+
+// cstr is str for a string the library reads up to its NUL: a NUL inside
+// would silently cut it there, so it is an error instead.
+func (m *cmem) cstr(op, what, s string) (*C.char, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, &Error{Op: op, Status: ErrInvalidArg, Message: what + " contains a NUL byte"}
+	}
+	return m.str(s), nil
 }
 
 func (m *cmem) alloc(n uintptr) unsafe.Pointer {
@@ -281,6 +292,81 @@ func (m *Model) Info() (ModelInfo, error) {
 	return out, err
 }
 
+// MetaEntry is one metadata key and its value as text: numbers in
+// decimal, strings quoted with C escapes, arrays summarized
+// (fx_model_meta_format).
+type MetaEntry struct {
+	Key, Value string
+}
+
+// Metadata returns the file's metadata, in file order.
+func (m *Model) Metadata() ([]MetaEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	n := uint64(C.fx_model_meta_count(m.h))
+	out := make([]MetaEntry, 0, n)
+	for i := uint64(0); i < n; i++ {
+		// Keys live as long as the model; copied anyway.
+		e := MetaEntry{Key: C.GoString(C.fx_model_meta_key(m.h, C.uint64_t(i)))}
+		buf := make([]byte, 256)
+		for {
+			var need C.size_t
+			st := Status(C.fx_model_meta_format(m.h, C.uint64_t(i),
+				(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &need))
+			if st == StatusOK {
+				e.Value = C.GoString((*C.char)(unsafe.Pointer(&buf[0])))
+				break
+			}
+			if st != ErrBufferTooSmall {
+				return nil, &Error{Op: "fx_model_meta_format", Status: st, Message: C.GoString(C.fx_model_errmsg(m.h))}
+			}
+			buf = make([]byte, need)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// TensorInfo is one entry of the file's tensor table (fx_tensor_info).
+type TensorInfo struct {
+	Name     string
+	Type     uint32   // the ggml type id stored in the file
+	TypeName string   // "f32", "q8_0", ...
+	Dims     []uint64 // Dims[0] is the contiguous one
+	Offset   uint64   // of the data within the file
+	NBytes   uint64
+}
+
+// Tensors returns the file's tensor table, in file order.
+func (m *Model) Tensors() ([]TensorInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	n := uint64(C.fx_model_tensor_count(m.h))
+	out := make([]TensorInfo, 0, n)
+	for i := uint64(0); i < n; i++ {
+		var t C.fx_tensor_info
+		C.fx_tensor_info_init(&t)
+		if st := Status(C.fx_model_tensor_get(m.h, C.uint64_t(i), &t)); st != StatusOK {
+			return nil, &Error{Op: "fx_model_tensor_get", Status: st, Message: C.GoString(C.fx_model_errmsg(m.h))}
+		}
+		ti := TensorInfo{
+			Name: C.GoString(t.name), Type: uint32(t._type), TypeName: C.GoString(t.type_name),
+			Offset: uint64(t.offset), NBytes: uint64(t.n_bytes),
+		}
+		for d := 0; d < int(t.n_dims) && d < len(t.dims); d++ {
+			ti.Dims = append(ti.Dims, uint64(t.dims[d]))
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
 // VocabSize is the number of tokens in the vocabulary.
 func (m *Model) VocabSize() int {
 	var n C.uint32_t
@@ -325,6 +411,31 @@ func (m *Model) IsEOG(token int32) bool {
 		return C.FX_OK
 	})
 	return r != 0
+}
+
+// TokenType is a token's GGUF type (tokenizer.ggml.token_type).
+type TokenType int
+
+// The token types of ferrox.h.
+const (
+	TokenTypeUndefined   TokenType = C.FX_TOKEN_TYPE_UNDEFINED // also: no such token
+	TokenTypeNormal      TokenType = C.FX_TOKEN_TYPE_NORMAL
+	TokenTypeUnknown     TokenType = C.FX_TOKEN_TYPE_UNKNOWN
+	TokenTypeControl     TokenType = C.FX_TOKEN_TYPE_CONTROL
+	TokenTypeUserDefined TokenType = C.FX_TOKEN_TYPE_USER_DEFINED
+	TokenTypeUnused      TokenType = C.FX_TOKEN_TYPE_UNUSED
+	TokenTypeByte        TokenType = C.FX_TOKEN_TYPE_BYTE
+)
+
+// TokenType returns the token's GGUF type; TokenTypeUndefined for an id
+// outside the vocabulary.
+func (m *Model) TokenType(token int32) TokenType {
+	var t C.fx_token_type_t
+	m.call("fx_token_type", func(h *C.fx_model) C.fx_status {
+		t = C.fx_token_type(h, C.int32_t(token))
+		return C.FX_OK
+	})
+	return TokenType(t)
 }
 
 // TokenizeFlags are fx_tokenize's flags.
@@ -533,6 +644,24 @@ func ApplyChatTemplate(tmpl string, msgs []ChatMessage, flags ChatFlags) (string
 	}
 }
 
+// DetectChatTemplate names the family of template text (or of a family
+// name): "jinja" for text that resembles no family, which is still
+// rendered by the interpreter.
+func DetectChatTemplate(tmpl string) (string, error) {
+	var mem cmem
+	defer mem.free()
+	ct, err := mem.cstr("fx_chat_detect", "the template", tmpl)
+	if err != nil {
+		return "", err
+	}
+	var fam *C.char
+	if st := Status(C.fx_chat_detect(nil, ct, &fam)); st != StatusOK {
+		// Without a model the library keeps no message.
+		return "", &Error{Op: "fx_chat_detect", Status: st}
+	}
+	return C.GoString(fam), nil // static
+}
+
 // ChatFamilies lists the template families ApplyChatTemplate accepts by
 // name.
 func ChatFamilies() []string {
@@ -542,4 +671,232 @@ func ChatFamilies() []string {
 		out = append(out, C.GoString(C.fx_chat_family_name(C.size_t(i))))
 	}
 	return out
+}
+
+// ChatStopStrings returns the texts that end an assistant turn in the
+// template's family (tmpl: a family name or template text), for a host
+// matching stop strings itself.
+func ChatStopStrings(tmpl string) ([]string, error) {
+	var mem cmem
+	defer mem.free()
+	ct, err := mem.cstr("fx_chat_stop_strings", "the template", tmpl)
+	if err != nil {
+		return nil, err
+	}
+	n := C.size_t(8)
+	for {
+		out := (**C.char)(mem.alloc(uintptr(n) * unsafe.Sizeof((*C.char)(nil))))
+		var got C.size_t
+		st := Status(C.fx_chat_stop_strings(ct, out, n, &got))
+		switch st {
+		case StatusOK:
+			res := make([]string, 0, int(got))
+			for _, p := range unsafe.Slice(out, int(got)) {
+				res = append(res, C.GoString(p)) // static strings
+			}
+			return res, nil
+		case ErrBufferTooSmall:
+			n = got
+		default:
+			return nil, &Error{Op: "fx_chat_stop_strings", Status: st}
+		}
+	}
+}
+
+// ChatTemplateOptions are RenderChatTemplate's options; nil means none.
+type ChatTemplateOptions struct {
+	Flags ChatFlags
+	// Context is a JSON object whose members become template variables
+	// ("tools", "enable_thinking", "documents" ...). A "messages" member
+	// (objects with any fields: tool_calls, name ...) is the conversation;
+	// msgs must then be empty. "" means none.
+	Context string
+	// Now is strftime_now's clock; the zero Time means the current time.
+	Now time.Time
+	// BOSToken and EOSToken are the bos_token and eos_token texts; nil
+	// means the model's (without a model: the family's usual one, or "").
+	BOSToken, EOSToken *string
+}
+
+// chatOptions fills an fx_chat_options in C memory from opts.
+func chatOptions(mem *cmem, opts *ChatTemplateOptions) (*C.fx_chat_options, error) {
+	o := (*C.fx_chat_options)(mem.alloc(C.sizeof_fx_chat_options))
+	C.fx_chat_options_init(o)
+	if opts == nil {
+		return o, nil
+	}
+	const op = "fx_chat_apply_ex"
+	var err error
+	o.flags = C.uint32_t(opts.Flags)
+	if opts.Context != "" {
+		if o.context_json, err = mem.cstr(op, "the context", opts.Context); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.Now.IsZero() {
+		o.now = C.int64_t(opts.Now.Unix())
+	}
+	if opts.BOSToken != nil {
+		if o.bos_token, err = mem.cstr(op, "the BOS text", *opts.BOSToken); err != nil {
+			return nil, err
+		}
+	}
+	if opts.EOSToken != nil {
+		if o.eos_token, err = mem.cstr(op, "the EOS text", *opts.EOSToken); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// sizedText calls one of the functions that write NUL-terminated text and
+// a failure's message to an errbuf, once more if the first buffer was too
+// small (the call reports the size it needs).
+func sizedText(op string, f func(buf *C.char, cap C.size_t, needed *C.size_t, errbuf *C.char, errcap C.size_t) C.fx_status) (string, error) {
+	var errbuf [1024]C.char
+	buf := make([]byte, 1024)
+	for {
+		var needed C.size_t
+		st := Status(f((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed,
+			&errbuf[0], C.size_t(len(errbuf))))
+		switch st {
+		case StatusOK:
+			return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), nil
+		case ErrBufferTooSmall:
+			buf = make([]byte, needed)
+		default:
+			return "", &Error{Op: op, Status: st, Message: C.GoString(&errbuf[0])}
+		}
+	}
+}
+
+func renderChat(m *Model, tmpl string, msgs []ChatMessage, opts *ChatTemplateOptions) (string, error) {
+	var mem cmem
+	defer mem.free()
+	arr, n := chatMessages(&mem, msgs)
+	o, err := chatOptions(&mem, opts)
+	if err != nil {
+		return "", err
+	}
+	var ct *C.char
+	if tmpl != "" {
+		if ct, err = mem.cstr("fx_chat_apply_ex", "the template", tmpl); err != nil {
+			return "", err
+		}
+	}
+	var h *C.fx_model
+	if m != nil {
+		// Under the model's lock, as every call that records a message in
+		// it (the message itself comes back through errbuf).
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.closed {
+			return "", errClosed
+		}
+		h = m.h
+	}
+	return sizedText("fx_chat_apply_ex", func(buf *C.char, cap C.size_t, needed *C.size_t, eb *C.char, ecap C.size_t) C.fx_status {
+		return C.fx_chat_apply_ex(h, ct, arr, n, o, buf, cap, needed, eb, ecap)
+	})
+}
+
+// RenderChatTemplate renders a conversation with template text as
+// transformers' apply_chat_template does (fx_chat_apply_ex): extra
+// template variables from opts.Context, strftime_now on opts.Now, BOS/EOS
+// texts of the caller's choosing. msgs may be empty when opts.Context
+// carries "messages".
+func RenderChatTemplate(tmpl string, msgs []ChatMessage, opts *ChatTemplateOptions) (string, error) {
+	if tmpl == "" {
+		return "", &Error{Op: "fx_chat_apply_ex", Status: ErrInvalidArg, Message: "no template"}
+	}
+	return renderChat(nil, tmpl, msgs, opts)
+}
+
+// RenderChatTemplate is the package's RenderChatTemplate with the model's
+// template (tmpl "") or tmpl, and the model's BOS/EOS texts unless
+// opts sets them.
+func (m *Model) RenderChatTemplate(tmpl string, msgs []ChatMessage, opts *ChatTemplateOptions) (string, error) {
+	return renderChat(m, tmpl, msgs, opts)
+}
+
+// ------------------------------------------------------ structured output --
+
+// JSONSchemaToGrammar converts a JSON Schema (JSON text) to a GBNF grammar
+// for Request.Grammar: the output is one JSON value the schema allows. A
+// schema outside the supported subset is an *Error with ErrInvalidArg and
+// a message naming the keyword and where it is.
+func JSONSchemaToGrammar(schema string) (string, error) {
+	var mem cmem
+	defer mem.free()
+	cs, n := mem.bytes(schema)
+	if n == 0 {
+		// schema_len 0 would mean NUL-terminated; an empty schema is no JSON.
+		return "", &Error{Op: "fx_json_schema_to_grammar", Status: ErrInvalidArg, Message: "empty schema"}
+	}
+	return sizedText("fx_json_schema_to_grammar", func(buf *C.char, cap C.size_t, needed *C.size_t, eb *C.char, ecap C.size_t) C.fx_status {
+		return C.fx_json_schema_to_grammar(cs, n, buf, cap, needed, eb, ecap)
+	})
+}
+
+// Tool is one tool a model may call.
+type Tool struct {
+	Name string // 1-64 of [A-Za-z0-9_.-]
+	// Parameters is the JSON Schema of its arguments (the subset of
+	// JSONSchemaToGrammar); "" means any JSON object.
+	Parameters string
+}
+
+// ToolFormat is how a model family writes a tool call (fx_tool_format).
+type ToolFormat int
+
+// The tool-call formats of ferrox.h.
+const (
+	// ToolFormatHermes: <tool_call>{"name": N, "arguments": {...}}</tool_call>
+	// (Qwen 2.5 and 3, Hermes 2 Pro, SmolLM3).
+	ToolFormatHermes ToolFormat = C.FX_TOOL_FORMAT_HERMES
+	// ToolFormatLlama3: {"name": N, "parameters": {...}} (Llama 3.1-3.3).
+	ToolFormatLlama3 ToolFormat = C.FX_TOOL_FORMAT_LLAMA3
+	// ToolFormatMistral: [TOOL_CALLS][{"name": N, "arguments": {...}}, ...].
+	ToolFormatMistral ToolFormat = C.FX_TOOL_FORMAT_MISTRAL
+)
+
+// Trigger is the text the format's tool call starts with ("<tool_call>"):
+// the trigger of its lazy grammar. An unknown format is an error.
+func (f ToolFormat) Trigger() (string, error) {
+	p := C.fx_tool_format_trigger(C.fx_tool_format(f))
+	if p == nil {
+		return "", &Error{Op: "fx_tool_format_trigger", Status: ErrInvalidArg, Message: "unknown tool format"}
+	}
+	return C.GoString(p), nil // static
+}
+
+// ToolsToGrammar returns the lazy grammar of a call to one of tools in
+// format: set it as Request.Grammar with format.Trigger() in
+// Request.GrammarTriggers, and the model answers in prose or calls one of
+// the tools with arguments its schema allows. Errors (no tools, a bad
+// name, a schema outside the subset) are *Error with the library's
+// message, which names the tool.
+func ToolsToGrammar(tools []Tool, format ToolFormat) (string, error) {
+	const op = "fx_tools_to_grammar"
+	if len(tools) == 0 {
+		return "", &Error{Op: op, Status: ErrInvalidArg, Message: "no tools"}
+	}
+	var mem cmem
+	defer mem.free()
+	arr := (*C.fx_tool)(mem.alloc(uintptr(len(tools)) * C.sizeof_fx_tool))
+	s := unsafe.Slice(arr, len(tools))
+	for i, t := range tools {
+		var err error
+		if s[i].name, err = mem.cstr(op, "a tool name", t.Name); err != nil {
+			return "", err
+		}
+		if t.Parameters != "" {
+			if s[i].parameters, err = mem.cstr(op, "a tool's parameters", t.Parameters); err != nil {
+				return "", err
+			}
+		}
+	}
+	return sizedText(op, func(buf *C.char, cap C.size_t, needed *C.size_t, eb *C.char, ecap C.size_t) C.fx_status {
+		return C.fx_tools_to_grammar(arr, C.size_t(len(tools)), C.fx_tool_format(format), buf, cap, needed, eb, ecap)
+	})
 }

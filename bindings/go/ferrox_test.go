@@ -579,6 +579,9 @@ func TestLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s, err := lease.State(); s != LeasePending || err != nil {
+		t.Fatalf("new lease: %v %v", s, err)
+	}
 	for i := 0; i < 10 && !lease.Ready(); i++ {
 		b.Step()
 	}
@@ -587,6 +590,9 @@ func TestLease(t *testing.T) {
 	}
 	if !lease.Pinned() {
 		t.Fatal("lease ready but not pinned")
+	}
+	if s, err := lease.State(); s != LeasePinned || err != nil {
+		t.Fatalf("pinned lease: %v %v", s, err)
 	}
 	suffix, _ := m.Tokenize(" Speak:", 0)
 	c := wait(t, submit(t, b, request("", 6, func(r *Request) { r.PromptTokens, r.Lease = suffix, lease })))
@@ -602,6 +608,63 @@ func TestLease(t *testing.T) {
 	req := request("x", 2, func(r *Request) { r.Lease = lease })
 	if _, err := b.Submit(context.Background(), &req); !errors.Is(err, ErrInvalidArg) {
 		t.Fatalf("released lease: %v", err)
+	}
+	if _, err := lease.State(); !errors.Is(err, ErrStaleHandle) {
+		t.Fatalf("state of a closed lease: %v", err)
+	}
+	// A prefix shorter than one KV block is computed but not pinned.
+	short, err := b.NewLease("Hi", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if err := b.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := short.State(); s != LeaseUnpinned || err != nil {
+		t.Fatalf("short lease: %v %v", s, err)
+	}
+}
+
+func TestMetadataAndTensors(t *testing.T) {
+	m := load(t)
+	info, err := m.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := m.Metadata()
+	if err != nil || uint64(len(meta)) != info.NMeta {
+		t.Fatalf("metadata: %d entries, %v", len(meta), err)
+	}
+	values := map[string]string{}
+	for _, e := range meta {
+		values[e.Key] = e.Value
+	}
+	if meta[0].Key != "general.architecture" || values["general.architecture"] != `"llama"` ||
+		values["llama.block_count"] != "4" ||
+		!strings.HasPrefix(values["tokenizer.ggml.tokens"], `[string x 32000: "<unk>", "<s>", "</s>"`) {
+		t.Fatalf("metadata %v", values)
+	}
+	tensors, err := m.Tensors()
+	if err != nil || uint64(len(tensors)) != info.NTensors {
+		t.Fatalf("tensors: %d, %v", len(tensors), err)
+	}
+	var emb *TensorInfo
+	for i := range tensors {
+		if tensors[i].Name == "token_embd.weight" {
+			emb = &tensors[i]
+		}
+		if tensors[i].Offset+tensors[i].NBytes > info.FileSize {
+			t.Fatalf("tensor outside the file: %+v", tensors[i])
+		}
+	}
+	if emb == nil || len(emb.Dims) != 2 || emb.Dims[0] != 256 || emb.Dims[1] != uint64(info.NVocab) ||
+		emb.TypeName == "" || emb.NBytes == 0 {
+		t.Fatalf("token_embd.weight: %+v", emb)
+	}
+	m.Close()
+	if _, err := m.Metadata(); err == nil {
+		t.Fatal("metadata of a closed model")
 	}
 }
 

@@ -30,6 +30,7 @@ import ctypes
 import dataclasses
 import enum
 import itertools
+import json as _json
 import operator
 import os
 import threading
@@ -40,9 +41,11 @@ from ._capi import lib
 
 __all__ = [
     "Status", "Finish", "SpecialToken", "TokenType", "FerroxError", "Model",
-    "ModelInfo", "Batcher", "Row", "Lease", "Text", "Token", "Done", "Usage",
-    "Completion", "apply_chat_template", "chat_families",
-    "detect_chat_template", "render_chat_template", "version",
+    "ModelInfo", "TensorInfo", "LeaseState", "Batcher", "Row", "Lease",
+    "Text", "Token", "Done", "Usage", "Completion", "ToolFormat",
+    "apply_chat_template", "chat_families", "chat_stop_strings",
+    "detect_chat_template", "json_schema_to_grammar", "render_chat_template",
+    "tool_format_trigger", "tools_to_grammar", "version",
 ]
 
 
@@ -121,6 +124,21 @@ class TokenType(_Enum):
     BYTE = 6
 
 
+class LeaseState(_Enum):
+    """fx_lease_state: where a lease stands (Lease.state)."""
+    NONE = 0
+    PENDING = 1    # queued, or being computed
+    PINNED = 2     # computed and pinned: rows continuing it adopt it
+    UNPINNED = 3   # computed, nothing pinned: rows compute its tokens
+
+
+class ToolFormat(_Enum):
+    """fx_tool_format: how a model family writes a tool call."""
+    HERMES = 0   # <tool_call>{"name": N, "arguments": {...}}</tool_call>
+    LLAMA3 = 1   # {"name": N, "parameters": {...}}
+    MISTRAL = 2  # [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
+
+
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
 _I32_MAX = 2**31 - 1
@@ -189,6 +207,15 @@ def _bytes(s) -> bytes:
     return s.encode("utf-8") if isinstance(s, str) else bytes(s)
 
 
+def _cstr(name: str, s) -> bytes:
+    """s as bytes for a string the library reads up to its NUL: a NUL
+    inside would silently cut it there, so it raises instead."""
+    b = _bytes(s)
+    if b"\0" in b:
+        raise ValueError("ferrox: %s contains a NUL byte" % name)
+    return b
+
+
 def _errbuf():
     return ctypes.create_string_buffer(1024)
 
@@ -207,8 +234,12 @@ class Usage:
 
 @dataclasses.dataclass(frozen=True)
 class Text:
-    """A chunk of a row's output (never split inside a character)."""
+    """A chunk of a row's output (never split inside a character).
+    grammar_start: for a row with a lazy grammar, the byte offset in the
+    row's output where its trigger starts, from the first Text that
+    reaches it on; None before that and for every other row."""
     text: str
+    grammar_start: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,6 +259,8 @@ class Done:
     stop_index: int         # STOP: which stop string; EOS: the token; or -1
     usage: Usage
     tokens: Tuple[int, ...]
+    # Lazy grammar: where its trigger starts in the output, or None.
+    grammar_start: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +272,14 @@ class Completion:
     usage: Usage
     tokens: Tuple[int, ...]
     logprobs: Tuple[Token, ...]
+    # Lazy grammar: the byte offset in the output (text.encode()) where
+    # the grammar's trigger starts, or None if it never came.
+    grammar_start: Optional[int] = None
+
+
+def _start(ev):
+    # -1 in C: no lazy grammar, or its trigger has not come yet.
+    return None if ev.grammar_start < 0 else ev.grammar_start
 
 
 def _convert(ev: _capi.Event):
@@ -246,7 +287,7 @@ def _convert(ev: _capi.Event):
     # everything is copied out here.
     if ev.type == _capi.EVENT_TEXT:
         return Text(_text(ctypes.string_at(ev.text, ev.text_len)
-                          if ev.text_len else b""))
+                          if ev.text_len else b""), _start(ev))
     if ev.type == _capi.EVENT_TOKEN:
         top = tuple((ev.top[i].token, ev.top[i].logprob)
                     for i in range(ev.n_top))
@@ -258,7 +299,8 @@ def _convert(ev: _capi.Event):
                     Usage(u.prompt_tokens, u.cached_tokens,
                           u.completion_tokens, u.queue_seconds,
                           u.ttft_seconds, u.total_seconds),
-                    tuple(ev.tokens[:ev.n_tokens]) if ev.n_tokens else ())
+                    tuple(ev.tokens[:ev.n_tokens]) if ev.n_tokens else (),
+                    _start(ev))
     return None
 
 
@@ -284,6 +326,17 @@ class ModelInfo:
     n_tensors: int
     n_meta: int
     file_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One entry of the file's tensor table (fx_tensor_info)."""
+    name: str
+    type: int               # the ggml type id stored in the file
+    type_name: str          # "f32", "q8_0", ...
+    dims: Tuple[int, ...]   # n_dims of them; dims[0] is the contiguous one
+    offset: int             # byte offset of the data within the file
+    n_bytes: int
 
 
 def _messages(messages):
@@ -399,6 +452,50 @@ class Model:
             i.rope_freq_base, i.rms_norm_eps, i.n_params, i.n_tensors,
             i.n_meta, i.file_size)
 
+    def metadata(self) -> Dict[str, str]:
+        """The file's metadata in file order, each value as the library
+        writes it as text: numbers in decimal, strings quoted with C
+        escapes, arrays summarized (fx_model_meta_format)."""
+        L = lib()
+        out = {}
+        with self._lock:
+            self._check()
+            for i in range(L.fx_model_meta_count(self._handle)):
+                # Keys live as long as the model: copied at once anyway.
+                key = _text(L.fx_model_meta_key(self._handle, i) or b"")
+                need = ctypes.c_size_t()
+                cap = 256
+                while True:
+                    buf = ctypes.create_string_buffer(cap)
+                    st = L.fx_model_meta_format(self._handle, i, buf, cap,
+                                                ctypes.byref(need))
+                    if st == Status.OK:
+                        break
+                    if st != Status.BUFFER_TOO_SMALL:
+                        raise FerroxError(st, _text(
+                            L.fx_model_errmsg(self._handle)))
+                    cap = need.value
+                out[key] = _text(buf.value)
+        return out
+
+    def tensors(self) -> "list[TensorInfo]":
+        """The file's tensor table, in file order."""
+        L = lib()
+        out = []
+        with self._lock:
+            self._check()
+            for i in range(L.fx_model_tensor_count(self._handle)):
+                t = _capi.TensorInfo()
+                _capi.init(L, "tensor_info", t)
+                st = L.fx_model_tensor_get(self._handle, i, ctypes.byref(t))
+                if st != Status.OK:
+                    raise FerroxError(st, _text(
+                        L.fx_model_errmsg(self._handle)))
+                out.append(TensorInfo(
+                    _text(t.name or b""), t.type, _text(t.type_name or b""),
+                    tuple(t.dims[:t.n_dims]), t.offset, t.n_bytes))
+        return out
+
     @property
     def vocab_size(self) -> int:
         self._check()
@@ -491,6 +588,21 @@ class Model:
                 return _text(buf.value)
             cap = needed.value
 
+    def render_chat_template(self, messages=None, *,
+                             template: Optional[str] = None,
+                             context: Any = None,
+                             add_assistant: bool = False,
+                             with_bos: bool = False, now: int = 0,
+                             bos_token: Optional[str] = None,
+                             eos_token: Optional[str] = None) -> str:
+        """render_chat_template with the model's template (template None)
+        or `template`, and the model's BOS/EOS texts unless given."""
+        with self._lock:
+            self._check()
+            return _chat_ex(self._handle, template, messages, context,
+                            add_assistant, with_bos, now, bos_token,
+                            eos_token)
+
     def chat_family(self, template: Optional[str] = None) -> str:
         """The chat-template family of the model's template (or of
         `template`), e.g. "llama2"."""
@@ -538,40 +650,131 @@ def apply_chat_template(template: str, messages, *,
         cap = needed.value
 
 
-def render_chat_template(template: str, messages=None, *,
-                         context: Optional[Dict[str, Any]] = None,
-                         add_assistant: bool = False, with_bos: bool = False,
-                         now: int = 0, bos_token: Optional[str] = None,
-                         eos_token: Optional[str] = None) -> str:
-    """Renders template text as transformers' apply_chat_template does
-    (fx_chat_apply_ex): `context` holds extra template variables (tools,
-    enable_thinking, ...) and may carry "messages" with any fields instead
-    of `messages`; `now` is strftime_now's clock (seconds, 0: now)."""
-    import json
-    L = lib()
-    arr, _keep = _messages(messages or [])
-    opts = _capi.ChatOptions()
-    L.fx_chat_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
-    opts.flags = _chat_flags(add_assistant, with_bos)
-    ctx = None if context is None else _bytes(json.dumps(context))
-    opts.context_json = ctx
-    opts.now = now
-    opts.bos_token = None if bos_token is None else _bytes(bos_token)
-    opts.eos_token = None if eos_token is None else _bytes(eos_token)
+def _sized_text(fn, *args) -> str:
+    """fn(*args, buf, size, &needed, errbuf, errbuf_size), the calls that
+    write NUL-terminated text and their message to an errbuf: once more
+    with the size it asked for if the first buffer was too small."""
     needed = ctypes.c_size_t()
     err = _errbuf()
     cap = 1024
     while True:
         buf = ctypes.create_string_buffer(cap)
-        st = L.fx_chat_apply_ex(None, _bytes(template),
-                                arr if len(arr) else None, len(arr),
-                                ctypes.byref(opts), buf, cap,
-                                ctypes.byref(needed), err, len(err))
+        st = fn(*args, buf, cap, ctypes.byref(needed), err, len(err))
         if st == Status.OK:
             return _text(buf.value)
         if st != Status.BUFFER_TOO_SMALL:
             raise FerroxError(st, _text(err.value))
         cap = needed.value
+
+
+def _json_text(value) -> bytes:
+    """JSON given as text (str or bytes) is passed as is; anything else is
+    serialized."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return _bytes(value)
+    return _json.dumps(value).encode("utf-8")
+
+
+def _chat_ex(model_handle, template, messages, context, add_assistant,
+             with_bos, now, bos_token, eos_token) -> str:
+    """fx_chat_apply_ex; model_handle may be None when template is set."""
+    L = lib()
+    arr, _keep = _messages(messages or [])
+    opts = _capi.ChatOptions()
+    L.fx_chat_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+    opts.flags = _chat_flags(add_assistant, with_bos)
+    # Locals, so that every string opts points to outlives the call.
+    ctx = None if context is None else _cstr("context", _json_text(context))
+    bos = None if bos_token is None else _cstr("bos_token", bos_token)
+    eos = None if eos_token is None else _cstr("eos_token", eos_token)
+    opts.context_json, opts.bos_token, opts.eos_token = ctx, bos, eos
+    opts.now = _int_arg("now", now, 2**63 - 1, -2**63)
+    tmpl = None if template is None else _cstr("template", template)
+    return _sized_text(L.fx_chat_apply_ex, model_handle, tmpl,
+                       arr if len(arr) else None, len(arr),
+                       ctypes.byref(opts))
+
+
+def render_chat_template(template: str, messages=None, *,
+                         context: Any = None,
+                         add_assistant: bool = False, with_bos: bool = False,
+                         now: int = 0, bos_token: Optional[str] = None,
+                         eos_token: Optional[str] = None) -> str:
+    """Renders template text as transformers' apply_chat_template does
+    (fx_chat_apply_ex): `context` holds extra template variables (tools,
+    enable_thinking, ...), a dict or JSON object text, and may carry
+    "messages" with any fields instead of `messages`; `now` is
+    strftime_now's clock (seconds, 0: now). Without a model, bos_token and
+    eos_token default to the family's usual texts (or "")."""
+    return _chat_ex(None, template, messages, context, add_assistant,
+                    with_bos, now, bos_token, eos_token)
+
+
+def json_schema_to_grammar(schema) -> str:
+    """The GBNF grammar of a JSON Schema (a dict, a bool, or JSON text), for
+    submit(grammar=...): the output is one JSON value the schema allows.
+    A schema outside the supported subset raises FerroxError
+    (Status.INVALID_ARG) whose message names the keyword and where."""
+    data = _json_text(schema)
+    return _sized_text(lib().fx_json_schema_to_grammar, data, len(data))
+
+
+def _tool(t):
+    """(name, parameters) from a tool given as a (name, parameters) pair, a
+    {"name", "parameters"} dict, or an OpenAI-style {"type": "function",
+    "function": {...}} entry -- the `tools` a chat template reads."""
+    if isinstance(t, dict):
+        f = t.get("function", t)
+        if not isinstance(f, dict) or "name" not in f:
+            raise ValueError("ferrox: a tool without a name: %r" % (t,))
+        return f["name"], f.get("parameters")
+    name, params = t
+    return name, params
+
+
+def tools_to_grammar(tools, format: ToolFormat = ToolFormat.HERMES) -> str:
+    """The lazy grammar of a call to one of `tools` in a family's format
+    (fx_tools_to_grammar). Submit it with
+    grammar_triggers=[tool_format_trigger(format)]: the model answers in
+    prose, or calls one of the tools with arguments its schema allows.
+    Each tool is a {"name", "parameters"} dict (parameters: a JSON Schema
+    dict or text, None for any object), a (name, parameters) pair, or an
+    OpenAI-style {"type": "function", "function": {...}} entry."""
+    fmt = ToolFormat(format)
+    tools = list(tools)
+    keep = []
+    arr = (_capi.Tool * len(tools))()
+    for i, t in enumerate(tools):
+        name, params = _tool(t)
+        n = _cstr("a tool name", name)
+        p = None if params is None else _cstr("parameters", _json_text(params))
+        keep += [n, p]
+        arr[i] = _capi.Tool(n, p)
+    return _sized_text(lib().fx_tools_to_grammar, arr, len(arr), int(fmt))
+
+
+def tool_format_trigger(format: ToolFormat) -> str:
+    """The text a format's tool call starts with ("<tool_call>" for
+    Hermes): the trigger of its lazy grammar."""
+    fmt = ToolFormat(format)
+    return lib().fx_tool_format_trigger(int(fmt)).decode()
+
+
+def chat_stop_strings(template: str) -> list:
+    """The texts that end an assistant turn in the template's family
+    (template: a family name or template text), for stop strings."""
+    L = lib()
+    tmpl = _bytes(template)
+    n = ctypes.c_size_t()
+    cap = 8
+    while True:
+        out = (ctypes.c_char_p * cap)()
+        st = L.fx_chat_stop_strings(tmpl, out, cap, ctypes.byref(n))
+        if st == Status.OK:
+            return [_text(out[i]) for i in range(n.value)]
+        if st != Status.BUFFER_TOO_SMALL:
+            raise FerroxError(st, "template not recognized")
+        cap = n.value
 
 
 def detect_chat_template(template: str) -> str:
@@ -713,14 +916,22 @@ class Batcher:
                stop: Sequence[str] = (), stop_tokens: Sequence[int] = (),
                logit_bias: Optional[Dict[int, float]] = None,
                grammar: Optional[str] = None,
-               grammar_root: Optional[str] = None, json: bool = False,
+               grammar_root: Optional[str] = None,
+               grammar_triggers: Sequence[str] = (),
+               grammar_trigger_tokens: Sequence[int] = (),
+               json: bool = False,
                n_logprobs: Optional[int] = None, ignore_eos: bool = False,
                parse_special: bool = False, no_bos: bool = False,
                lease: Optional["Lease"] = None) -> "Row":
         """Queues a request (text, or a list of token ids) and returns its
         Row at once. None keeps the library's default for that setting.
-        Raises FerroxError (e.g. Status.GRAMMAR for a grammar that does not
-        compile, with the line and column in the message)."""
+        grammar_triggers / grammar_trigger_tokens make the grammar (or
+        json) lazy: the row samples freely until its output contains one
+        of the strings (or samples one of the tokens), and the grammar,
+        which must start with the trigger, holds it from there (see
+        tools_to_grammar). Raises FerroxError (e.g. Status.GRAMMAR for a
+        grammar that does not compile, with the line and column in the
+        message)."""
         L = lib()
         r = _capi.Request()
         _capi.init(L, "request", r)
@@ -764,6 +975,20 @@ class Batcher:
             r.grammar, r.grammar_len = g, len(g)
         if grammar_root is not None:
             r.grammar_root = _bytes(grammar_root)
+        if isinstance(grammar_triggers, (str, bytes)):
+            # A bare string would become one trigger per character.
+            raise TypeError("ferrox: grammar_triggers is a sequence of "
+                            "strings, not one string")
+        triggers = [_cstr("a grammar trigger", t) for t in grammar_triggers]
+        trig_arr = (ctypes.c_char_p * len(triggers))(*triggers)
+        if triggers:
+            r.grammar_triggers = trig_arr
+            r.n_grammar_triggers = len(triggers)
+        trig_tok = _token_array("grammar_trigger_tokens",
+                                grammar_trigger_tokens)
+        if grammar_trigger_tokens:
+            r.grammar_trigger_tokens = trig_tok
+            r.n_grammar_trigger_tokens = len(grammar_trigger_tokens)
         r.flags |= ((_capi.REQUEST_JSON if json else 0)
                     | (_capi.REQUEST_IGNORE_EOS if ignore_eos else 0)
                     | (_capi.REQUEST_PARSE_SPECIAL if parse_special else 0)
@@ -960,7 +1185,7 @@ class Row:
         if done.finish == Finish.ERROR:
             raise FerroxError(done.status, "the row failed")
         return Completion(text, done.finish, done.stop_index, done.usage,
-                          done.tokens, logprobs)
+                          done.tokens, logprobs, done.grammar_start)
 
     def result(self) -> Completion:
         """Runs the row to its end and returns what it produced (from the
@@ -1018,6 +1243,24 @@ class Lease:
         if batcher is not self._batcher:
             raise ValueError("ferrox: the lease belongs to another batcher")
         return self._handle
+
+    @property
+    def state(self) -> LeaseState:
+        """Where the lease stands (fx_lease_status). Raises ValueError once
+        released, FerroxError (Status.STALE_HANDLE) if the library no longer
+        knows it."""
+        b = self._batcher
+        with b._lock:
+            b._check()
+            if self._handle is None:
+                raise ValueError("ferrox: the lease is released")
+            st_out = ctypes.c_int(0)
+            st = lib().fx_lease_status(b._handle, self._handle,
+                                       ctypes.byref(st_out))
+            if st != Status.OK:
+                # fx_lease_status records no message; the status says it.
+                raise FerroxError(st)
+            return _enum(LeaseState, st_out.value)
 
     @property
     def ready(self) -> bool:

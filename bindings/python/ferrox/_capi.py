@@ -68,6 +68,19 @@ class ModelInfo(ctypes.Structure):
     ]
 
 
+class TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_uint32),
+        ("type_name", ctypes.c_char_p),
+        ("n_dims", ctypes.c_uint32),
+        ("dims", ctypes.c_uint64 * 4),
+        ("offset", ctypes.c_uint64),
+        ("n_bytes", ctypes.c_uint64),
+    ]
+
+
 class BatcherParams(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -124,6 +137,10 @@ class Request(ctypes.Structure):
         ("logit_bias", ctypes.POINTER(LogitBias)),
         ("n_logit_bias", ctypes.c_size_t),
         ("n_logprobs", ctypes.c_uint32),
+        ("grammar_triggers", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_grammar_triggers", ctypes.c_size_t),
+        ("grammar_trigger_tokens", c_int32_p),
+        ("n_grammar_trigger_tokens", ctypes.c_size_t),
     ]
 
 
@@ -139,10 +156,11 @@ class Usage(ctypes.Structure):
 
 
 class Event(ctypes.Structure):
-    # fx_event's first layout (the header's as of 1.0), polled with
-    # fx_poll_sized and this structure's size. text is c_void_p, not
-    # c_char_p: it is not NUL-terminated and may contain NUL bytes, so it
-    # is read with ctypes.string_at(text, len).
+    # fx_event as the header has it now, the first layout plus
+    # grammar_start, polled with fx_poll_sized and this structure's size:
+    # only a size that covers grammar_start gets it filled. text is
+    # c_void_p, not c_char_p: it is not NUL-terminated and may contain NUL
+    # bytes, so it is read with ctypes.string_at(text, len).
     _fields_ = [
         ("type", ctypes.c_int),
         ("row", ctypes.c_void_p),
@@ -159,6 +177,7 @@ class Event(ctypes.Structure):
         ("logprob", ctypes.c_float),
         ("top", ctypes.POINTER(TokenLogprob)),
         ("n_top", ctypes.c_size_t),
+        ("grammar_start", ctypes.c_int64),
     ]
 
 
@@ -179,6 +198,10 @@ class ChatOptions(ctypes.Structure):
         ("bos_token", ctypes.c_char_p),
         ("eos_token", ctypes.c_char_p),
     ]
+
+
+class Tool(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("parameters", ctypes.c_char_p)]
 
 
 # Flag values, copied from ferrox.h (they never change: the header only
@@ -226,6 +249,13 @@ _SIGNATURES = {
     "fx_model_errmsg": (_cp, [_vp]),
     "fx_model_info_init_sized": (None, [_P(ModelInfo), _sz]),
     "fx_model_get_info": (_int, [_vp, _P(ModelInfo)]),
+    "fx_model_meta_count": (ctypes.c_uint64, [_vp]),
+    "fx_model_meta_key": (_cp, [_vp, ctypes.c_uint64]),
+    "fx_model_meta_format": (_int, [_vp, ctypes.c_uint64, _vp, _sz,
+                                    _P(_sz)]),
+    "fx_tensor_info_init_sized": (None, [_P(TensorInfo), _sz]),
+    "fx_model_tensor_count": (ctypes.c_uint64, [_vp]),
+    "fx_model_tensor_get": (_int, [_vp, ctypes.c_uint64, _P(TensorInfo)]),
     "fx_tokenize": (_int, [_vp, _cp, _sz, _u32, c_int32_p, _sz, _P(_sz)]),
     "fx_token_to_piece": (_int, [_vp, ctypes.c_int32, _u32, _vp, _sz,
                                  _P(_sz)]),
@@ -243,6 +273,12 @@ _SIGNATURES = {
     "fx_chat_apply_ex": (_int, [_vp, _cp, _P(ChatMessage), _sz,
                                 _P(ChatOptions), _vp, _sz, _P(_sz), _cp,
                                 _sz]),
+    "fx_chat_stop_strings": (_int, [_cp, _P(_cp), _sz, _P(_sz)]),
+    "fx_json_schema_to_grammar": (_int, [_cp, _sz, _vp, _sz, _P(_sz), _cp,
+                                         _sz]),
+    "fx_tools_to_grammar": (_int, [_P(Tool), _sz, _int, _vp, _sz, _P(_sz),
+                                   _cp, _sz]),
+    "fx_tool_format_trigger": (_cp, [_int]),
     "fx_chat_family_count": (_sz, []),
     "fx_chat_family_name": (_cp, [_sz]),
     "fx_model_chat_stop_tokens": (_int, [_vp, _cp, c_int32_p, _sz, _P(_sz)]),
@@ -258,6 +294,7 @@ _SIGNATURES = {
     "fx_cancel": (_int, [_vp, _vp]),
     "fx_row_release": (_int, [_vp, _vp]),
     "fx_lease_create": (_int, [_vp, _cp, _sz, _u32, _P(_vp)]),
+    "fx_lease_status": (_int, [_vp, _vp, _P(_int)]),
     "fx_lease_ready": (_int, [_vp, _vp]),
     "fx_lease_pinned": (_int, [_vp, _vp]),
     "fx_lease_release": (_int, [_vp, _vp]),

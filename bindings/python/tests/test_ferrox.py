@@ -13,6 +13,7 @@ import ctypes
 import gc
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -25,6 +26,17 @@ import ferrox  # noqa: E402
 from ferrox import _capi  # noqa: E402
 
 MODEL = os.environ.get("FERROX_TEST_MODEL", "")
+# tests/data/chat: chat templates and what jinja2 renders for them. The
+# ctests pass it (the pip test runs a copy of this folder); the fallback
+# is its place in the source tree.
+CHAT_DATA = os.environ.get("FERROX_TEST_CHAT_DATA") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests",
+    "data", "chat")
+
+
+def chat_data(*parts):
+    with open(os.path.join(CHAT_DATA, *parts), encoding="utf-8") as f:
+        return f.read()
 
 
 def setUpModule():
@@ -65,7 +77,11 @@ class TestLayout(unittest.TestCase):
                                         "typical_p": 1.0,
                                         "repeat_penalty": 1.0,
                                         "penalty_last_n": 64,
-                                        "n_logprobs": 0}),
+                                        "n_logprobs": 0,
+                                        "n_grammar_triggers": 0,
+                                        "n_grammar_trigger_tokens": 0}),
+            (_capi.ChatOptions, "chat_options", {"flags": 0, "now": 0}),
+            (_capi.TensorInfo, "tensor_info", {"n_dims": 0, "n_bytes": 0}),
         )
         for cls, name, defaults in checks:
             size = ctypes.sizeof(cls)
@@ -79,20 +95,30 @@ class TestLayout(unittest.TestCase):
                 self.assertEqual(getattr(obj, field), value,
                                  "%s.%s" % (name, field))
 
-    def test_event_is_the_first_layout(self):
+    def test_event_layout(self):
         # fx_poll_sized refuses a size below fx_event's first layout and
-        # accepts that size: the binding's Event must be exactly it.
+        # accepts that size: the binding's Event up to grammar_start must
+        # be exactly it, and grammar_start the one member after it (the
+        # library fills it: -1 for a row without a lazy grammar).
         L = _capi.lib()
+        first = _capi.Event.grammar_start.offset
+        self.assertEqual(ctypes.sizeof(_capi.Event), first + 8)
         with ferrox.Model(MODEL) as m, ferrox.Batcher(m, n_ctx=64) as b:
             ev = _capi.Event()
             st = ctypes.c_int(-1)
-            size = ctypes.sizeof(ev)
-            self.assertEqual(L.fx_poll_sized(b._handle, ctypes.byref(ev),
-                                             size, ctypes.byref(st)), 0)
-            self.assertEqual(st.value, ferrox.Status.OK)
-            L.fx_poll_sized(b._handle, ctypes.byref(ev), size - 1,
+            for size in (first, ctypes.sizeof(ev)):
+                self.assertEqual(L.fx_poll_sized(b._handle, ctypes.byref(ev),
+                                                 size, ctypes.byref(st)), 0)
+                self.assertEqual(st.value, ferrox.Status.OK)
+            L.fx_poll_sized(b._handle, ctypes.byref(ev), first - 1,
                             ctypes.byref(st))
             self.assertEqual(st.value, ferrox.Status.INVALID_ARG)
+            row = b.submit("Hi", max_tokens=2)
+            events = list(row)
+            self.assertTrue(events)
+            for e in events:
+                if isinstance(e, (ferrox.Text, ferrox.Done)):
+                    self.assertIsNone(e.grammar_start)
 
     def test_version(self):
         self.assertRegex(ferrox.version(), r"^0\.\d+\.\d+$")
@@ -188,6 +214,29 @@ class TestModel(Base):
         # The last field: a ModelInfo layout that drifted from the header
         # would read it from the wrong offset.
         self.assertEqual(info.file_size, os.path.getsize(MODEL))
+
+    def test_metadata_and_tensors(self):
+        info = self.model.info
+        meta = self.model.metadata()
+        self.assertEqual(len(meta), info.n_meta)
+        self.assertEqual(next(iter(meta)), "general.architecture")
+        self.assertEqual(meta["general.architecture"], '"llama"')
+        self.assertEqual(meta["llama.block_count"], "4")
+        # Arrays are summarized: the 32000 tokens of the Llama 2 vocabulary.
+        self.assertTrue(meta["tokenizer.ggml.tokens"].startswith(
+            '[string x 32000: "<unk>", "<s>", "</s>"'),
+            meta["tokenizer.ggml.tokens"])
+        tensors = self.model.tensors()
+        self.assertEqual(len(tensors), info.n_tensors)
+        by_name = {t.name: t for t in tensors}
+        self.assertEqual(len(by_name), len(tensors))
+        emb = by_name["token_embd.weight"]
+        self.assertEqual(emb.dims, (256, info.n_vocab))
+        self.assertTrue(emb.type_name)
+        self.assertGreater(emb.n_bytes, 0)
+        # Data lies inside the file, tensors one after another.
+        for t in tensors:
+            self.assertLessEqual(t.offset + t.n_bytes, info.file_size)
 
     def test_tokenize_round_trip(self):
         text = "Hello world, once upon a time"
@@ -332,6 +381,248 @@ class TestChat(Base):
         self.assertEqual(cm.exception.status, ferrox.Status.MISSING)
         with self.assertRaises(ferrox.FerroxError) as cm:
             ferrox.apply_chat_template("chatml", [("robot", "x")])
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+
+
+class TestChatEx(Base):
+    """fx_chat_apply_ex on a published template with tools, byte for byte
+    what transformers renders (tests/data/chat)."""
+    QWEN = "Qwen-Qwen2.5-7B-Instruct"
+
+    def test_tools_template_without_model(self):
+        out = ferrox.render_chat_template(
+            chat_data("templates", self.QWEN + ".jinja"),
+            context=chat_data("contexts", "tools.json"), add_assistant=True,
+            now=1721952000, bos_token="<s>", eos_token="</s>")
+        self.assertEqual(out, chat_data("expected", self.QWEN + "--tools.txt"))
+        self.assertIn('"name": "get_weather"', out)
+
+    def test_tools_template_with_model(self):
+        # A dict context, and the model's own BOS/EOS (<s>, </s>).
+        ctx = json.loads(chat_data("contexts", "tools.json"))
+        out = self.model.render_chat_template(
+            template=chat_data("templates", self.QWEN + ".jinja"),
+            context=ctx, add_assistant=True)
+        self.assertEqual(out, chat_data("expected", self.QWEN + "--tools.txt"))
+        # Messages from the argument, tools from the context.
+        out = self.model.render_chat_template(
+            [("user", "Weather in Oslo?")],
+            template=chat_data("templates", self.QWEN + ".jinja"),
+            context={"tools": ctx["tools"]}, add_assistant=True)
+        self.assertIn("<tools>\n" + json.dumps(ctx["tools"][0]), out)
+        self.assertTrue(out.endswith(
+            "Weather in Oslo?<|im_end|>\n<|im_start|>assistant\n"), out)
+
+    def test_errors_carry_the_library_message(self):
+        # The synthetic model has no template of its own.
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            self.model.render_chat_template([("user", "x")])
+        self.assertEqual(cm.exception.status, ferrox.Status.MISSING)
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.render_chat_template("{{ messages }}", [("user", "x")],
+                                        context="[1, 2]")
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(ValueError):
+            ferrox.render_chat_template("{{ x }}", [("user", "x")],
+                                        context='{"x": 1}\0')
+        # Messages twice: in the argument and in the context.
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.render_chat_template(
+                "{{ messages }}", [("user", "x")],
+                context={"messages": [{"role": "user", "content": "y"}]})
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+
+    def test_chat_stop_strings(self):
+        self.assertIn("<|im_end|>", ferrox.chat_stop_strings("chatml"))
+        self.assertIn("<|eot_id|>", ferrox.chat_stop_strings("llama3"))
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.chat_stop_strings("{% unclosed")
+        self.assertEqual(cm.exception.status, ferrox.Status.BAD_TEMPLATE)
+
+
+# Two tools for the tool-call tests; both calls are finite (enums and
+# bounded integers), so a row that starts one always ends.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object",
+                       "properties": {"city": {"enum": ["Paris", "Oslo"]}},
+                       "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "add",
+        "parameters": {"type": "object",
+                       "properties": {
+                           "a": {"type": "integer", "minimum": 0,
+                                 "maximum": 99},
+                           "b": {"type": "integer", "minimum": 0,
+                                 "maximum": 99}},
+                       "required": ["a", "b"]}}},
+]
+
+
+def check_hermes_call(testcase, text):
+    """text starts with one Hermes tool call of TOOLS with valid
+    arguments (the grammar makes the newlines around the object
+    optional); returns the call."""
+    m = re.match(r"<tool_call>\n?(.*?)\n?</tool_call>", text, re.S)
+    testcase.assertIsNotNone(m, repr(text))
+    call = json.loads(m.group(1))
+    testcase.assertEqual(sorted(call), ["arguments", "name"], call)
+    args = call["arguments"]
+    if call["name"] == "get_weather":
+        testcase.assertEqual(list(args), ["city"])
+        testcase.assertIn(args["city"], ("Paris", "Oslo"))
+    else:
+        testcase.assertEqual(call["name"], "add")
+        testcase.assertEqual(list(args), ["a", "b"])
+        for v in args.values():
+            testcase.assertIsInstance(v, int)
+            testcase.assertTrue(0 <= v <= 99, call)
+    return call
+
+
+def steer(model, words):
+    """logit_bias and presence_penalty that make the synthetic model (random
+    weights) write `words` first, token by token: each token's bias is 100
+    below the one before, and the presence penalty pushes a token already
+    written below every later one. Returns (bias, presence_penalty)."""
+    ids = model.tokenize(words, add_special=False)
+    if len(set(ids)) != len(ids):
+        raise AssertionError("%r repeats a token: %r" % (words, ids))
+    bias = {t: 1000.0 - 100.0 * i for i, t in enumerate(ids)}
+    return bias, 100.0 * (len(ids) + 1)
+
+
+class TestStructuredOutput(Base):
+    def test_tool_format_triggers(self):
+        self.assertEqual(ferrox.tool_format_trigger(ferrox.ToolFormat.HERMES),
+                         "<tool_call>")
+        self.assertEqual(ferrox.tool_format_trigger(ferrox.ToolFormat.LLAMA3),
+                         '{"name"')
+        self.assertEqual(ferrox.tool_format_trigger(2), "[TOOL_CALLS]")
+        with self.assertRaises(ValueError):
+            ferrox.tool_format_trigger(7)
+
+    def test_json_schema_grammar_holds_a_row(self):
+        schema = {"type": "object",
+                  "properties": {"n": {"type": "integer", "minimum": 0,
+                                       "maximum": 9},
+                                 "ok": {"type": "boolean"}},
+                  "required": ["n", "ok"]}
+        g = ferrox.json_schema_to_grammar(schema)
+        self.assertIn("root ::=", g)
+        self.assertEqual(ferrox.json_schema_to_grammar(json.dumps(schema)), g)
+        b = self.batcher()
+        for seed in range(3):
+            res = b.submit("Data:", max_tokens=64, temperature=1.0, seed=seed,
+                           grammar=g).result()
+            self.assertEqual(res.finish, ferrox.Finish.EOS, res.text)
+            v = json.loads(res.text)
+            self.assertEqual(sorted(v), ["n", "ok"])
+            self.assertIn(v["n"], range(10))
+            self.assertIsInstance(v["ok"], bool)
+
+    def test_schema_errors_carry_the_library_message(self):
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.json_schema_to_grammar(
+                {"type": "object",
+                 "properties": {"age": {"type": "integer", "multipleOf": 3}}})
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertIn("multipleOf", cm.exception.message)
+        self.assertIn("/properties/age", cm.exception.message)
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.json_schema_to_grammar("{not json")
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertTrue(cm.exception.message)
+
+    def test_tools_grammar_errors(self):
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.tools_to_grammar([("bad name!", None)])
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertIn("tool 0's name", cm.exception.message)
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.tools_to_grammar(
+                [("ok", {"type": "object", "not": {}})])
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertIn("not", cm.exception.message)
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            ferrox.tools_to_grammar([])
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        with self.assertRaises(ValueError):
+            ferrox.tools_to_grammar(TOOLS, 9)
+        with self.assertRaises(ValueError):
+            ferrox.tools_to_grammar([{"parameters": {}}])
+        with self.assertRaises(ValueError):
+            ferrox.tools_to_grammar([("a\0b", None)])
+        # Any iterable of tools.
+        self.assertEqual(ferrox.tools_to_grammar(iter(TOOLS)),
+                         ferrox.tools_to_grammar(TOOLS))
+
+    def test_lazy_tool_call_grammar(self):
+        trigger = ferrox.tool_format_trigger(ferrox.ToolFormat.HERMES)
+        g = ferrox.tools_to_grammar(TOOLS, ferrox.ToolFormat.HERMES)
+        # The other spellings of a tool give the same grammar.
+        plain = [{"name": t["function"]["name"],
+                  "parameters": json.dumps(t["function"]["parameters"])}
+                 for t in TOOLS]
+        self.assertEqual(ferrox.tools_to_grammar(plain), g)
+        # The model writes some prose, then the trigger; the grammar must
+        # hold everything from there to a complete call.
+        bias, presence = steer(self.model, "Sure" + trigger)
+        b = self.batcher(n_ctx=1024)
+        row = b.submit("Weather?", max_tokens=600, grammar=g,
+                       grammar_triggers=[trigger], logit_bias=bias,
+                       presence_penalty=presence)
+        out, starts, done = b"", [], None
+        for ev in row:
+            if isinstance(ev, ferrox.Text):
+                out += ev.text.encode()
+                starts.append(ev.grammar_start)
+            elif isinstance(ev, ferrox.Done):
+                done = ev
+        self.assertEqual(done.finish, ferrox.Finish.EOS, out)
+        start = done.grammar_start
+        self.assertIsNotNone(start, out)
+        self.assertGreater(start, 0, out)  # after the prose
+        self.assertTrue(out[:start].decode().strip().startswith("Sure"), out)
+        # None until a Text reaches the trigger, then its offset.
+        self.assertIsNone(starts[0])
+        self.assertEqual(set(starts[starts.index(start):]), {start}, starts)
+        self.assertEqual(set(starts[:starts.index(start)]), {None}, starts)
+        text = out[start:].decode()
+        self.assertTrue(text.startswith(trigger), text)
+        while text:  # every call the grammar allowed, back to back
+            check_hermes_call(self, text)
+            text = text[text.index("</tool_call>") + 12:]
+            if text:
+                self.assertEqual(text[0], "\n")  # between two calls
+                text = text[1:]
+        # The same request without the trigger never meets its grammar.
+        res = b.submit("Weather?", max_tokens=12, logit_bias=bias,
+                       presence_penalty=presence).result()
+        self.assertIn(trigger, res.text)
+        self.assertIsNone(res.grammar_start)
+
+    def test_trigger_arguments(self):
+        b = self.batcher()
+        g = 'root ::= "a"'
+        with self.assertRaises(TypeError):
+            b.submit("x", max_tokens=4, grammar=g, grammar_triggers="a")
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            b.submit("x", max_tokens=4, grammar=g, grammar_triggers=[""])
+        self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(ValueError):
+            b.submit("x", max_tokens=4, grammar=g,
+                     grammar_trigger_tokens=[-1])
+        with self.assertRaises(ValueError):
+            b.submit("x", max_tokens=4, grammar=g, grammar_triggers=["a\0"])
+        # A trigger token past the vocabulary is the library's to refuse.
+        with self.assertRaises(ferrox.FerroxError) as cm:
+            b.submit("x", max_tokens=4, grammar=g,
+                     grammar_trigger_tokens=[self.model.vocab_size])
         self.assertEqual(cm.exception.status, ferrox.Status.INVALID_ARG)
 
 
@@ -532,12 +823,14 @@ class TestBatcher(Base):
         prefix = ("You are a knight of the realm. You guard the northern "
                   "gate, speak little and never leave your post.")
         with b.lease(prefix) as lease:
+            self.assertEqual(lease.state, ferrox.LeaseState.PENDING)
             for _ in range(10):
                 if lease.ready:
                     break
                 b.step()
             self.assertTrue(lease.ready)
             self.assertTrue(lease.pinned)
+            self.assertEqual(lease.state, ferrox.LeaseState.PINNED)
             suffix = self.model.tokenize(" Speak:", add_special=False)
             res = b.submit(suffix, max_tokens=6, lease=lease).result()
             whole = self.model.tokenize(prefix) + suffix
@@ -549,6 +842,12 @@ class TestBatcher(Base):
         lease.release()
         with self.assertRaises(ValueError):
             b.submit("x", lease=lease)
+        with self.assertRaises(ValueError):
+            lease.state
+        # A prefix shorter than one KV block is computed but not pinned.
+        with b.lease("Hi") as short:
+            b.run()
+            self.assertEqual(short.state, ferrox.LeaseState.UNPINNED)
 
 
 class TestAsync(Base):

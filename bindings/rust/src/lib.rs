@@ -273,6 +273,21 @@ pub struct ModelInfo {
     pub file_size: u64,
 }
 
+/// One entry of the file's tensor table (fx_tensor_info).
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    /// The ggml type id stored in the file.
+    pub type_id: u32,
+    /// "f32", "q8_0", ...
+    pub type_name: &'static str,
+    /// `dims[0]` is the contiguous one.
+    pub dims: Vec<u64>,
+    /// Byte offset of the data within the file.
+    pub offset: u64,
+    pub n_bytes: u64,
+}
+
 /// fx_special_token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -452,6 +467,46 @@ impl Model {
         })
     }
 
+    /// The file's metadata in file order: each key and its value as text
+    /// (numbers in decimal, strings quoted with C escapes, arrays
+    /// summarized; fx_model_meta_format).
+    pub fn metadata(&self) -> Result<Vec<(String, String)>> {
+        let n = unsafe { sys::fx_model_meta_count(self.inner.raw) };
+        let mut out = Vec::new();
+        for i in 0..n {
+            // Keys live as long as the model, which `self` keeps alive.
+            let key = unsafe { owned_str(sys::fx_model_meta_key(self.inner.raw, i)) };
+            let mut value = self.sized(|m, buf, cap, need| unsafe {
+                sys::fx_model_meta_format(m, i, buf, cap, need)
+            })?;
+            value.pop(); // `needed` counts the terminating NUL
+            out.push((key, String::from_utf8_lossy(&value).into_owned()));
+        }
+        Ok(out)
+    }
+
+    /// The file's tensor table, in file order.
+    pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
+        let n = unsafe { sys::fx_model_tensor_count(self.inner.raw) };
+        let mut out = Vec::new();
+        for i in 0..n {
+            let mut t: sys::fx_tensor_info = unsafe { std::mem::zeroed() };
+            unsafe { sys::fx_tensor_info_init(&mut t) };
+            self.call(false, |m| unsafe { sys::fx_model_tensor_get(m, i, &mut t) })?;
+            let n_dims = (t.n_dims as usize).min(t.dims.len());
+            out.push(TensorInfo {
+                // The name lives as long as the model; the type name is static.
+                name: unsafe { owned_str(t.name) },
+                type_id: t.type_,
+                type_name: unsafe { static_str(t.type_name) },
+                dims: t.dims[..n_dims].to_vec(),
+                offset: t.offset,
+                n_bytes: t.n_bytes,
+            });
+        }
+        Ok(out)
+    }
+
     /// Number of tokens in the vocabulary.
     pub fn vocab_size(&self) -> u32 {
         unsafe { sys::fx_model_vocab_size(self.inner.raw) }
@@ -589,6 +644,21 @@ impl Model {
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// `render_chat_template` with the model's template (`template` None)
+    /// or `template`, and the model's BOS/EOS texts unless `opts` sets
+    /// them.
+    pub fn render_chat_template(
+        &self,
+        template: Option<&str>,
+        msgs: &[ChatMessage<'_>],
+        opts: &ChatTemplateOptions<'_>,
+    ) -> Result<String> {
+        // Under the model's lock: the call records its message in the
+        // model too (the error here takes it from the errbuf).
+        let _guard = lock(&self.inner.lock);
+        render_chat(self.inner.raw, template, msgs, opts)
+    }
+
     /// The family of the model's template (`template` None) or of
     /// `template`, e.g. "llama3".
     pub fn chat_family(&self, template: Option<&str>) -> Result<&'static str> {
@@ -655,6 +725,234 @@ pub fn apply_chat_template(
     }
 }
 
+/// Options of `render_chat_template` (fx_chat_options).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChatTemplateOptions<'a> {
+    /// add_generation_prompt and the leading BOS.
+    pub chat: ChatOptions,
+    /// A JSON object whose members become template variables ("tools",
+    /// "enable_thinking", "documents" ...). A "messages" member (objects
+    /// with any fields: tool_calls, name ...) is the conversation; `msgs`
+    /// must then be empty.
+    pub context_json: Option<&'a str>,
+    /// strftime_now's clock, seconds since 1970 UTC; 0 means now.
+    pub now: i64,
+    /// The bos_token text; None for the model's (without a model: the
+    /// family's usual one, or "").
+    pub bos_token: Option<&'a str>,
+    /// The eos_token text, as `bos_token`.
+    pub eos_token: Option<&'a str>,
+}
+
+/// Calls one of the functions that write NUL-terminated text, and a
+/// failure's message to an errbuf, once more with the size it asked for
+/// if the first buffer was too small.
+fn sized_text(
+    mut f: impl FnMut(*mut c_char, usize, &mut usize, *mut c_char, usize) -> i32,
+) -> Result<String> {
+    let mut err = [0u8; 1024];
+    let mut buf = vec![0u8; 1024];
+    loop {
+        let mut needed = 0usize;
+        let st = f(
+            buf.as_mut_ptr() as *mut c_char,
+            buf.len(),
+            &mut needed,
+            err.as_mut_ptr() as *mut c_char,
+            err.len(),
+        );
+        if st == sys::FX_OK {
+            return Ok(errbuf_text(&buf));
+        }
+        if st != sys::FX_ERR_BUFFER_TOO_SMALL {
+            return Err(Error::new(st, errbuf_text(&err)));
+        }
+        buf = vec![0u8; needed];
+    }
+}
+
+/// fx_chat_apply_ex; `model` is NULL when `template` is given.
+fn render_chat(
+    model: *const sys::fx_model,
+    template: Option<&str>,
+    msgs: &[ChatMessage<'_>],
+    opts: &ChatTemplateOptions<'_>,
+) -> Result<String> {
+    let (arr, _keep) = chat_messages(msgs)?;
+    let tmpl = opt_cstring(template)?;
+    let context = opt_cstring(opts.context_json)?;
+    let bos = opt_cstring(opts.bos_token)?;
+    let eos = opt_cstring(opts.eos_token)?;
+    let mut o: sys::fx_chat_options = unsafe { std::mem::zeroed() };
+    unsafe { sys::fx_chat_options_init(&mut o) };
+    o.flags = opts.chat.flags();
+    o.context_json = opt_ptr(&context);
+    o.now = opts.now;
+    o.bos_token = opt_ptr(&bos);
+    o.eos_token = opt_ptr(&eos);
+    // NULL with 0 messages: the conversation may come from the context.
+    let msgs_ptr = if arr.is_empty() {
+        std::ptr::null()
+    } else {
+        arr.as_ptr()
+    };
+    sized_text(|buf, cap, needed, eb, ecap| unsafe {
+        sys::fx_chat_apply_ex(
+            model,
+            opt_ptr(&tmpl),
+            msgs_ptr,
+            arr.len(),
+            &o,
+            buf,
+            cap,
+            needed,
+            eb,
+            ecap,
+        )
+    })
+}
+
+/// Renders a conversation with template text as transformers'
+/// apply_chat_template does (fx_chat_apply_ex): extra template variables
+/// from `opts.context_json`, strftime_now on `opts.now`, BOS/EOS texts of
+/// the caller's choosing. `msgs` may be empty when the context carries
+/// "messages".
+pub fn render_chat_template(
+    template: &str,
+    msgs: &[ChatMessage<'_>],
+    opts: &ChatTemplateOptions<'_>,
+) -> Result<String> {
+    render_chat(std::ptr::null(), Some(template), msgs, opts)
+}
+
+/// The texts that end an assistant turn in the template's family
+/// (`template`: a family name or template text), for stop strings.
+pub fn chat_stop_strings(template: &str) -> Result<Vec<&'static str>> {
+    let tmpl = cstring(template)?;
+    let mut out: Vec<*const c_char> = vec![std::ptr::null(); 8];
+    loop {
+        let mut n = 0usize;
+        let st = unsafe {
+            sys::fx_chat_stop_strings(tmpl.as_ptr(), out.as_mut_ptr(), out.len(), &mut n)
+        };
+        if st == sys::FX_OK {
+            // Static strings, per ferrox.h.
+            return Ok(out[..n].iter().map(|&p| unsafe { static_str(p) }).collect());
+        }
+        if st != sys::FX_ERR_BUFFER_TOO_SMALL {
+            return Err(Error::new(st, "template not recognized"));
+        }
+        out = vec![std::ptr::null(); n];
+    }
+}
+
+// -------------------------------------------------------- structured output --
+
+/// The GBNF grammar of a JSON Schema (JSON text), for `Request::grammar`:
+/// the output is one JSON value the schema allows. A schema outside the
+/// supported subset is `Status::INVALID_ARG` with a message naming the
+/// keyword and where it is.
+pub fn json_schema_to_grammar(schema: &str) -> Result<String> {
+    if schema.is_empty() {
+        // schema_len 0 would mean NUL-terminated.
+        return Err(Error::new(1, "empty schema"));
+    }
+    sized_text(|buf, cap, needed, eb, ecap| unsafe {
+        sys::fx_json_schema_to_grammar(
+            schema.as_ptr() as *const c_char,
+            schema.len(),
+            buf,
+            cap,
+            needed,
+            eb,
+            ecap,
+        )
+    })
+}
+
+/// One tool a model may call (fx_tool).
+#[derive(Clone, Copy, Debug)]
+pub struct Tool<'a> {
+    /// 1-64 of [A-Za-z0-9_.-].
+    pub name: &'a str,
+    /// JSON Schema of its arguments (the subset of
+    /// `json_schema_to_grammar`); None: any JSON object.
+    pub parameters: Option<&'a str>,
+}
+
+/// How a model family writes a tool call (fx_tool_format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolFormat {
+    /// `<tool_call>{"name": N, "arguments": {...}}</tool_call>`: Qwen 2.5
+    /// and 3, Hermes 2 Pro, SmolLM3.
+    Hermes,
+    /// `{"name": N, "parameters": {...}}`: Llama 3.1 to 3.3.
+    Llama3,
+    /// `[TOOL_CALLS][{"name": N, "arguments": {...}}, ...]`: Mistral.
+    Mistral,
+}
+
+impl ToolFormat {
+    fn raw(self) -> std::os::raw::c_int {
+        match self {
+            ToolFormat::Hermes => sys::FX_TOOL_FORMAT_HERMES,
+            ToolFormat::Llama3 => sys::FX_TOOL_FORMAT_LLAMA3,
+            ToolFormat::Mistral => sys::FX_TOOL_FORMAT_MISTRAL,
+        }
+    }
+
+    /// The text the format's tool call starts with ("<tool_call>"): the
+    /// trigger of its lazy grammar.
+    pub fn trigger(self) -> &'static str {
+        // Static, and never NULL for a format this enum can name.
+        unsafe { static_str(sys::fx_tool_format_trigger(self.raw())) }
+    }
+}
+
+/// The lazy grammar of a call to one of `tools` in `format`
+/// (fx_tools_to_grammar): give it to `Request::grammar` with
+/// `format.trigger()` in `Request::grammar_triggers`, and the model
+/// answers in prose or calls one of the tools with arguments its schema
+/// allows. Errors carry the library's message, which names the tool.
+pub fn tools_to_grammar(tools: &[Tool<'_>], format: ToolFormat) -> Result<String> {
+    let mut keep = Vec::new();
+    let mut arr = Vec::new();
+    for t in tools {
+        let name = cstring(t.name)?;
+        let params = opt_cstring(t.parameters)?;
+        arr.push(sys::fx_tool {
+            name: name.as_ptr(),
+            parameters: opt_ptr(&params),
+        });
+        keep.push((name, params));
+    }
+    sized_text(|buf, cap, needed, eb, ecap| unsafe {
+        sys::fx_tools_to_grammar(
+            arr.as_ptr(),
+            arr.len(),
+            format.raw(),
+            buf,
+            cap,
+            needed,
+            eb,
+            ecap,
+        )
+    })
+}
+
+/// The family of template text (or of a family name): "jinja" for text
+/// that resembles no family, which is still rendered by the interpreter.
+pub fn detect_chat_template(template: &str) -> Result<&'static str> {
+    let tmpl = cstring(template)?;
+    let mut fam: *const c_char = std::ptr::null();
+    let st = unsafe { sys::fx_chat_detect(std::ptr::null(), tmpl.as_ptr(), &mut fam) };
+    if st != sys::FX_OK {
+        // Without a model the library keeps no message.
+        return Err(Error::new(st, ""));
+    }
+    Ok(unsafe { static_str(fam) })
+}
+
 /// The chat-template families accepted by name.
 pub fn chat_families() -> Vec<&'static str> {
     let n = unsafe { sys::fx_chat_family_count() };
@@ -716,6 +1014,42 @@ pub struct TokenLogprobs {
     pub top: Vec<(i32, f32)>,
 }
 
+/// A chunk of a row's output, never split inside a character. It
+/// dereferences to `str` and prints as its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Text {
+    pub text: String,
+    /// For a row with a lazy grammar: the byte offset in the row's output
+    /// where its trigger starts, from the first Text that reaches it on;
+    /// None before that and for every other row.
+    pub grammar_start: Option<u64>,
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl<'a> PartialEq<&'a str> for Text {
+    fn eq(&self, other: &&'a str) -> bool {
+        self.text == *other
+    }
+}
+
 /// How a row ended: its last event.
 #[derive(Clone, Debug)]
 pub struct Done {
@@ -727,13 +1061,15 @@ pub struct Done {
     pub usage: Usage,
     /// The generated token ids.
     pub tokens: Vec<i32>,
+    /// A lazy grammar's trigger: its byte offset in the output, or None.
+    pub grammar_start: Option<u64>,
 }
 
 /// One event of a row.
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// A chunk of output, never split inside a character.
-    Text(String),
+    /// A chunk of output.
+    Text(Text),
     /// Only for requests with `n_logprobs`.
     Token(TokenLogprobs),
     Done(Done),
@@ -745,6 +1081,15 @@ fn duration(s: f64) -> Duration {
         Duration::from_secs_f64(s)
     } else {
         Duration::from_secs(0)
+    }
+}
+
+/// fx_event.grammar_start: -1 (no lazy grammar, or no trigger yet) is None.
+fn start(v: i64) -> Option<u64> {
+    if v < 0 {
+        None
+    } else {
+        Some(v as u64)
     }
 }
 
@@ -766,7 +1111,10 @@ unsafe fn convert_event(e: &sys::fx_event) -> Option<Event> {
             let bytes = slice(e.text as *const u8, e.text_len);
             // The library promises whole UTF-8 characters; lossy only keeps
             // a library bug from becoming a panic in the host's loop.
-            Some(Event::Text(String::from_utf8_lossy(bytes).into_owned()))
+            Some(Event::Text(Text {
+                text: String::from_utf8_lossy(bytes).into_owned(),
+                grammar_start: start(e.grammar_start),
+            }))
         }
         sys::FX_EVENT_TOKEN => Some(Event::Token(TokenLogprobs {
             token: e.token,
@@ -789,6 +1137,7 @@ unsafe fn convert_event(e: &sys::fx_event) -> Option<Event> {
                 total: duration(e.usage.total_seconds),
             },
             tokens: slice(e.tokens, e.n_tokens).to_vec(),
+            grammar_start: start(e.grammar_start),
         })),
         _ => None, // an event type newer than this crate
     }
@@ -1022,6 +1371,20 @@ impl Batcher {
         }
         let root = opt_cstring(req.grammar_root.as_deref())?;
         r.grammar_root = opt_ptr(&root);
+        let triggers = req
+            .grammar_triggers
+            .iter()
+            .map(|s| cstring(s))
+            .collect::<Result<Vec<_>>>()?;
+        let trigger_ptrs: Vec<*const c_char> = triggers.iter().map(|s| s.as_ptr()).collect();
+        if !trigger_ptrs.is_empty() {
+            r.grammar_triggers = trigger_ptrs.as_ptr();
+            r.n_grammar_triggers = trigger_ptrs.len();
+        }
+        if !req.grammar_trigger_tokens.is_empty() {
+            r.grammar_trigger_tokens = req.grammar_trigger_tokens.as_ptr();
+            r.n_grammar_trigger_tokens = req.grammar_trigger_tokens.len();
+        }
         r.flags |= (if req.json { sys::FX_REQUEST_JSON } else { 0 })
             | (if req.ignore_eos {
                 sys::FX_REQUEST_IGNORE_EOS
@@ -1156,6 +1519,8 @@ pub struct Request {
     logit_bias: Vec<(i32, f32)>,
     grammar: Option<String>,
     grammar_root: Option<String>,
+    grammar_triggers: Vec<String>,
+    grammar_trigger_tokens: Vec<i32>,
     json: bool,
     ignore_eos: bool,
     parse_special: bool,
@@ -1190,6 +1555,8 @@ impl Request {
             logit_bias: Vec::new(),
             grammar: None,
             grammar_root: None,
+            grammar_triggers: Vec::new(),
+            grammar_trigger_tokens: Vec::new(),
             json: false,
             ignore_eos: false,
             parse_special: false,
@@ -1264,6 +1631,25 @@ impl Request {
         self
     }
 
+    /// Makes the grammar (or `json`) lazy: the row samples freely until
+    /// its output contains one of these strings, and the grammar, which
+    /// must start with the trigger, holds it from there (see
+    /// `tools_to_grammar`). `Text::grammar_start` says where it took over.
+    pub fn grammar_triggers<S: Into<String>>(
+        mut self,
+        triggers: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.grammar_triggers = triggers.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Like `grammar_triggers`, for token ids: sampling one of them starts
+    /// the grammar.
+    pub fn grammar_trigger_tokens(mut self, tokens: impl Into<Vec<i32>>) -> Self {
+        self.grammar_trigger_tokens = tokens.into();
+        self
+    }
+
     /// The output is one JSON value (a built-in grammar; not with
     /// `grammar`).
     pub fn json(mut self, on: bool) -> Self {
@@ -1318,6 +1704,8 @@ pub struct Completion {
     pub tokens: Vec<i32>,
     /// The Token events, for requests with `n_logprobs`.
     pub logprobs: Vec<TokenLogprobs>,
+    /// A lazy grammar's trigger: its byte offset in `text`, or None.
+    pub grammar_start: Option<u64>,
 }
 
 impl Row {
@@ -1381,6 +1769,7 @@ impl Row {
                         usage: d.usage,
                         tokens: d.tokens,
                         logprobs,
+                        grammar_start: d.grammar_start,
                     });
                 }
             }
@@ -1462,7 +1851,42 @@ pub struct Lease {
     released: AtomicBool,
 }
 
+/// Where a lease stands (fx_lease_state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Queued, or being computed.
+    Pending,
+    /// Computed and pinned: rows continuing it adopt its blocks.
+    Pinned,
+    /// Computed, but nothing could be pinned: rows compute its tokens.
+    Unpinned,
+    /// A state newer than this crate.
+    Other(i32),
+}
+
 impl Lease {
+    /// Where the lease stands; `Status::STALE_HANDLE` once released.
+    pub fn state(&self) -> Result<LeaseState> {
+        let _state = lock(&self.shared.state);
+        if self.released.load(Ordering::Relaxed) {
+            return Err(Error::new(20, "the lease is released"));
+        }
+        let mut s = 0;
+        let st = unsafe {
+            sys::fx_lease_status(self.shared.raw, self.handle as *const sys::fx_lease, &mut s)
+        };
+        if st != sys::FX_OK {
+            // fx_lease_status records no message; the status says it.
+            return Err(Error::new(st, ""));
+        }
+        Ok(match s {
+            1 => LeaseState::Pending,
+            2 => LeaseState::Pinned,
+            3 => LeaseState::Unpinned,
+            v => LeaseState::Other(v),
+        })
+    }
+
     /// Whether the prefix is computed (pinned or not: `is_pinned`).
     pub fn is_ready(&self) -> bool {
         let _state = lock(&self.shared.state);

@@ -81,6 +81,19 @@ pub struct fx_model_info {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
+pub struct fx_tensor_info {
+    pub struct_size: u32,
+    pub name: *const c_char,
+    pub type_: u32,
+    pub type_name: *const c_char,
+    pub n_dims: u32,
+    pub dims: [u64; 4],
+    pub offset: u64,
+    pub n_bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct fx_batcher_params {
     pub struct_size: u32,
     pub flags: u32,
@@ -142,6 +155,10 @@ pub struct fx_request {
     pub logit_bias: *const fx_logit_bias,
     pub n_logit_bias: usize,
     pub n_logprobs: u32,
+    pub grammar_triggers: *const *const c_char,
+    pub n_grammar_triggers: usize,
+    pub grammar_trigger_tokens: *const i32,
+    pub n_grammar_trigger_tokens: usize,
 }
 
 #[repr(C)]
@@ -155,8 +172,9 @@ pub struct fx_usage {
     pub total_seconds: f64,
 }
 
-/// fx_event's first layout (the header's as of 1.0), polled with
-/// fx_poll_sized and this structure's size.
+/// fx_event as the header has it now: the first layout plus
+/// grammar_start, polled with fx_poll_sized and this structure's size
+/// (only a size that covers grammar_start gets it filled).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct fx_event {
@@ -175,6 +193,7 @@ pub struct fx_event {
     pub logprob: f32,
     pub top: *const fx_token_logprob,
     pub n_top: usize,
+    pub grammar_start: i64,
 }
 
 #[repr(C)]
@@ -184,6 +203,28 @@ pub struct fx_chat_message {
     pub content: *const c_char,
     pub content_len: usize,
 }
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct fx_chat_options {
+    pub struct_size: u32,
+    pub flags: u32,
+    pub context_json: *const c_char,
+    pub now: i64,
+    pub bos_token: *const c_char,
+    pub eos_token: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct fx_tool {
+    pub name: *const c_char,
+    pub parameters: *const c_char,
+}
+
+pub const FX_TOOL_FORMAT_HERMES: c_int = 0;
+pub const FX_TOOL_FORMAT_LLAMA3: c_int = 1;
+pub const FX_TOOL_FORMAT_MISTRAL: c_int = 2;
 
 pub const FX_OK: fx_status = 0;
 pub const FX_ERR_BUFFER_TOO_SMALL: fx_status = 17;
@@ -226,6 +267,23 @@ extern "C" {
     pub fn fx_model_errmsg(model: *const fx_model) -> *const c_char;
     pub fn fx_model_info_init_sized(info: *mut fx_model_info, size: usize);
     pub fn fx_model_get_info(model: *const fx_model, info: *mut fx_model_info) -> fx_status;
+
+    pub fn fx_model_meta_count(model: *const fx_model) -> u64;
+    pub fn fx_model_meta_key(model: *const fx_model, index: u64) -> *const c_char;
+    pub fn fx_model_meta_format(
+        model: *const fx_model,
+        index: u64,
+        buf: *mut c_char,
+        buf_size: usize,
+        needed: *mut usize,
+    ) -> fx_status;
+    pub fn fx_tensor_info_init_sized(info: *mut fx_tensor_info, size: usize);
+    pub fn fx_model_tensor_count(model: *const fx_model) -> u64;
+    pub fn fx_model_tensor_get(
+        model: *const fx_model,
+        index: u64,
+        info: *mut fx_tensor_info,
+    ) -> fx_status;
 
     pub fn fx_tokenize(
         model: *const fx_model,
@@ -284,6 +342,45 @@ extern "C" {
         tmpl: *const c_char,
         family: *mut *const c_char,
     ) -> fx_status;
+    pub fn fx_chat_options_init_sized(opts: *mut fx_chat_options, size: usize);
+    pub fn fx_chat_apply_ex(
+        model: *const fx_model,
+        tmpl: *const c_char,
+        msgs: *const fx_chat_message,
+        n_msgs: usize,
+        opts: *const fx_chat_options,
+        buf: *mut c_char,
+        buf_size: usize,
+        needed: *mut usize,
+        errbuf: *mut c_char,
+        errbuf_size: usize,
+    ) -> fx_status;
+    pub fn fx_chat_stop_strings(
+        tmpl: *const c_char,
+        out: *mut *const c_char,
+        cap: usize,
+        n: *mut usize,
+    ) -> fx_status;
+    pub fn fx_json_schema_to_grammar(
+        schema: *const c_char,
+        schema_len: usize,
+        buf: *mut c_char,
+        buf_size: usize,
+        needed: *mut usize,
+        errbuf: *mut c_char,
+        errbuf_size: usize,
+    ) -> fx_status;
+    pub fn fx_tools_to_grammar(
+        tools: *const fx_tool,
+        n_tools: usize,
+        format: c_int,
+        buf: *mut c_char,
+        buf_size: usize,
+        needed: *mut usize,
+        errbuf: *mut c_char,
+        errbuf_size: usize,
+    ) -> fx_status;
+    pub fn fx_tool_format_trigger(format: c_int) -> *const c_char;
     pub fn fx_chat_family_count() -> usize;
     pub fn fx_chat_family_name(index: usize) -> *const c_char;
     pub fn fx_model_chat_stop_tokens(
@@ -327,6 +424,11 @@ extern "C" {
         flags: u32,
         out_lease: *mut *mut fx_lease,
     ) -> fx_status;
+    pub fn fx_lease_status(
+        batcher: *const fx_batcher,
+        lease: *const fx_lease,
+        state: *mut c_int,
+    ) -> fx_status;
     pub fn fx_lease_ready(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_pinned(batcher: *const fx_batcher, lease: *const fx_lease) -> c_int;
     pub fn fx_lease_release(batcher: *mut fx_batcher, lease: *mut fx_lease) -> fx_status;
@@ -366,4 +468,22 @@ pub unsafe fn fx_batcher_params_init(params: *mut fx_batcher_params) {
 /// `request` must point to a writable `fx_request` (or be NULL).
 pub unsafe fn fx_request_init(request: *mut fx_request) {
     fx_request_init_sized(request, std::mem::size_of::<fx_request>())
+}
+
+/// `fx_chat_options_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `opts` must point to a writable `fx_chat_options` (or be NULL).
+pub unsafe fn fx_chat_options_init(opts: *mut fx_chat_options) {
+    fx_chat_options_init_sized(opts, std::mem::size_of::<fx_chat_options>())
+}
+
+/// `fx_tensor_info_init` as the C header has it (an inline there): the exported sized
+/// initializer, given this crate's own size of the struct.
+///
+/// # Safety
+/// `info` must point to a writable `fx_tensor_info` (or be NULL).
+pub unsafe fn fx_tensor_info_init(info: *mut fx_tensor_info) {
+    fx_tensor_info_init_sized(info, std::mem::size_of::<fx_tensor_info>())
 }

@@ -5,7 +5,7 @@
 use ferrox::sys;
 use ferrox::{
     apply_chat_template, chat_families, version, Batcher, BatcherOptions, ChatMessage, ChatOptions,
-    Event, Finish, Lease, Model, ModelOptions, Request, Row, SpecialToken, Status,
+    Event, Finish, Lease, LeaseState, Model, ModelOptions, Request, Row, SpecialToken, Status,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -45,9 +45,10 @@ fn sampled(prompt: &str, max_tokens: u32, seed: u64) -> Request {
 }
 
 #[test]
-fn event_is_the_first_layout() {
+fn event_layout() {
     // fx_poll_sized refuses a size below fx_event's first layout and
-    // accepts that size: sys::fx_event must be exactly it.
+    // accepts that size: sys::fx_event up to grammar_start must be exactly
+    // it, and grammar_start the one member after it.
     let path = std::ffi::CString::new(model_path()).unwrap();
     let mut m: *mut sys::fx_model = std::ptr::null_mut();
     let mut b: *mut sys::fx_batcher = std::ptr::null_mut();
@@ -61,10 +62,14 @@ fn event_is_the_first_layout() {
         assert_eq!(st, sys::FX_OK);
         let mut ev: sys::fx_event = std::mem::zeroed();
         let size = std::mem::size_of::<sys::fx_event>();
+        let first = (&ev.grammar_start as *const i64 as usize) - (&ev as *const _ as usize);
+        assert_eq!(size, first + 8);
         let mut st = -1;
-        assert_eq!(sys::fx_poll_sized(b, &mut ev, size, &mut st), 0);
-        assert_eq!(st, sys::FX_OK);
-        sys::fx_poll_sized(b, &mut ev, size - 1, &mut st);
+        for s in [first, size] {
+            assert_eq!(sys::fx_poll_sized(b, &mut ev, s, &mut st), 0);
+            assert_eq!(st, sys::FX_OK);
+        }
+        sys::fx_poll_sized(b, &mut ev, first - 1, &mut st);
         assert_eq!(st, Status::INVALID_ARG.0);
         sys::fx_batcher_free(b);
         sys::fx_model_free(m);
@@ -106,6 +111,17 @@ fn struct_layouts_match_the_library() {
         assert_eq!(r.typical_p, 1.0);
         assert_eq!(r.repeat_penalty, 1.0);
         assert_eq!(r.penalty_last_n, 64);
+        assert_eq!(r.n_grammar_triggers, 0);
+        assert_eq!(r.n_grammar_trigger_tokens, 0);
+    });
+    check!(sys::fx_tensor_info_init_sized, sys::fx_tensor_info, |t| {
+        assert_eq!(t.n_dims, 0);
+        assert_eq!(t.n_bytes, 0);
+    });
+    check!(sys::fx_chat_options_init_sized, sys::fx_chat_options, |o| {
+        assert_eq!(o.flags, 0);
+        assert_eq!(o.now, 0);
+        assert!(o.context_json.is_null() && o.bos_token.is_null() && o.eos_token.is_null());
     });
 }
 
@@ -624,6 +640,7 @@ fn lease() {
     // Long enough for whole KV blocks (16 positions): those are pinned.
     let prefix = "You are a knight of the realm. You guard the northern gate, speak little and never leave your post.";
     let lease = b.lease(prefix, false, false).unwrap();
+    assert_eq!(lease.state().unwrap(), LeaseState::Pending);
     for _ in 0..10 {
         if lease.is_ready() {
             break;
@@ -632,6 +649,7 @@ fn lease() {
     }
     assert!(lease.is_ready());
     assert!(lease.is_pinned());
+    assert_eq!(lease.state().unwrap(), LeaseState::Pinned);
     let suffix = m.tokenize(" Speak:", false, false).unwrap();
     let c = b
         .submit(&Request::tokens(suffix.clone()).max_tokens(6).lease(&lease))
@@ -649,6 +667,7 @@ fn lease() {
     assert_eq!(c.tokens, plain.tokens);
     lease.release().unwrap();
     lease.release().unwrap();
+    assert_eq!(lease.state().unwrap_err().status, Status::STALE_HANDLE);
     let err = b
         .submit(&Request::tokens(suffix.clone()).max_tokens(2).lease(&lease))
         .err()
@@ -660,6 +679,31 @@ fn lease() {
         .err()
         .unwrap();
     assert_eq!(err.status, Status::INVALID_ARG);
+    // A prefix shorter than one KV block is computed but not pinned.
+    let short = b.lease("Hi", false, false).unwrap();
+    b.run().unwrap();
+    assert_eq!(short.state().unwrap(), LeaseState::Unpinned);
+}
+
+#[test]
+fn metadata_and_tensors() {
+    let m = model();
+    let info = m.info().unwrap();
+    let meta = m.metadata().unwrap();
+    assert_eq!(meta.len() as u64, info.n_meta);
+    assert_eq!(meta[0], ("general.architecture".to_string(), "\"llama\"".to_string()));
+    let value = |k: &str| meta.iter().find(|e| e.0 == k).map(|e| e.1.clone()).unwrap();
+    assert_eq!(value("llama.block_count"), "4");
+    let toks = value("tokenizer.ggml.tokens");
+    assert!(toks.starts_with("[string x 32000: \"<unk>\", \"<s>\", \"</s>\""), "{}", toks);
+    let tensors = m.tensors().unwrap();
+    assert_eq!(tensors.len() as u64, info.n_tensors);
+    let emb = tensors.iter().find(|t| t.name == "token_embd.weight").expect("token_embd.weight");
+    assert_eq!(emb.dims, [256, info.n_vocab as u64]);
+    assert!(!emb.type_name.is_empty() && emb.n_bytes > 0, "{:?}", emb);
+    for t in &tensors {
+        assert!(t.offset + t.n_bytes <= info.file_size, "{:?}", t);
+    }
 }
 
 #[test]
