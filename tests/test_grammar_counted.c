@@ -9,7 +9,8 @@
  * vocabulary. Then along random paths through each grammar and through
  * the schemas bench_grammar measures. And the walk stays short at the end
  * of a maxLength string, where it used to visit every token longer than
- * the count left byte by byte.
+ * the count left byte by byte; and stays exact on tokens thousands of
+ * bytes long, past what its scratch holds of repetitions.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 
 #include "gguf/gguf.h"
+#include "gguf_writer.h"
 #include "sample/json_schema.h"
 #include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -38,9 +40,9 @@ typedef struct vocab_ctx {
     fx_gstate trial;       /* a copy of the parse each token is tried on */
 } vocab_ctx;
 
-static void vocab_open(vocab_ctx *v, const char *rel) {
+static void vocab_open(vocab_ctx *v, const char *path) {
     fx_error err;
-    assert_int_equal(fx_gguf_open(fx_test_data_path(rel), &alloc, &v->gguf, &err), FX_OK);
+    assert_int_equal(fx_gguf_open(path, &alloc, &v->gguf, &err), FX_OK);
     assert_int_equal(fx_vocab_load(v->gguf, &alloc, NULL, &v->vocab, &err), FX_OK);
     assert_int_equal(fx_sample_ctx_init(&v->ctx, &alloc, v->vocab, 0, &err), FX_OK);
     assert_int_equal(fx_sample_ctx_grammar(&v->ctx, &alloc, &err), FX_OK);
@@ -81,13 +83,13 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* Does the token continue the parse s? (Each token tried on a copy.) */
 static int token_fits(vocab_ctx *v, const fx_gstate *s, int32_t t) {
-    char piece[512];
+    static char piece[FX_VOCAB_MAX_TOKEN_LEN];
     size_t len = 0;
     fx_error err;
     if (fx_vocab_is_eog(v->vocab, t)) return fx_gstate_complete(s);
-    if (fx_vocab_token_to_piece(v->vocab, t, 0, piece, sizeof piece, &len, &err) != FX_OK ||
-        len == 0)
-        return 0;
+    if (fx_vocab_token_to_piece(v->vocab, t, 0, piece, sizeof piece, &len, &err) != FX_OK)
+        fail_msg("token %d: %s", t, err.message);
+    if (len == 0) return 0;
     copy_state(&v->trial, s);
     return fx_gstate_accept(&v->trial, &v->ctx.work, piece, len, &err) == FX_OK;
 }
@@ -260,7 +262,7 @@ static void check_case(vocab_ctx *v, const counted_case *c, int ci, fx_rng *rng)
 
 static void check_vocab(const char *rel) {
     vocab_ctx v;
-    vocab_open(&v, rel);
+    vocab_open(&v, fx_test_data_path(rel));
     fx_rng rng;
     fx_rng_seed(&rng, 40);
     for (int ci = 0; ci < N_CASES; ci++) check_case(&v, &k_cases[ci], ci, &rng);
@@ -274,7 +276,7 @@ static void test_counted_schemas(void **state) {
     static const char *const names[] = {"schemas/string24.json", "schemas/npc.json",
                                         "schemas/tools.json"};
     vocab_ctx v;
-    vocab_open(&v, "vocab/ggml-vocab-llama-spm.gguf");
+    vocab_open(&v, fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf"));
     fx_rng rng;
     fx_rng_seed(&rng, 41);
     for (int i = 0; i < 3; i++) {
@@ -314,7 +316,7 @@ static void test_counted_gpt2(void **state) {
 static void test_walk_short_at_count_end(void **state) {
     (void)state;
     vocab_ctx v;
-    vocab_open(&v, "vocab/ggml-vocab-llama-spm.gguf");
+    vocab_open(&v, fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf"));
     static const char gbnf[] = "root ::= \"\\\"\" jc{0,24} \"\\\"\"\n" JSON_CHAR;
     fx_grammar *g = NULL;
     fx_error err;
@@ -334,12 +336,74 @@ static void test_walk_short_at_count_end(void **state) {
     vocab_close(&v);
 }
 
+/* A vocabulary of runs of 'a': 1 to 8 long, and 12000 to 12120 long. */
+static void write_long_vocab(const char *path) {
+    enum { SHORT = 8, LONG0 = 12000, N_LONG = 121, N = 3 + SHORT + N_LONG };
+    static char pieces[SHORT + N_LONG][LONG0 + N_LONG];
+    const char *tokens[N];
+    float scores[N];
+    int32_t types[N];
+    uint32_t n = 0;
+    tokens[n] = "<unk>", types[n] = 2, scores[n] = 0, n++;
+    tokens[n] = "<s>", types[n] = 3, scores[n] = 0, n++;
+    tokens[n] = "</s>", types[n] = 3, scores[n] = 0, n++;
+    for (uint32_t i = 0; i < SHORT + N_LONG; i++) {
+        size_t len = i < SHORT ? i + 1 : LONG0 + (i - SHORT);
+        memset(pieces[i], 'a', len);
+        pieces[i][len] = 0;
+        tokens[n] = pieces[i], types[n] = 1, scores[n] = -1.0f - (float)i, n++;
+    }
+    gw_buf b = {0};
+    gw_header(&b, 3, 0, 7);
+    gw_kv_str(&b, "tokenizer.ggml.model", "llama");
+    gw_kv_arr_str(&b, "tokenizer.ggml.tokens", tokens, n);
+    gw_kv_arr_f32(&b, "tokenizer.ggml.scores", scores, n);
+    gw_kv_arr_i32(&b, "tokenizer.ggml.token_type", types, n);
+    gw_kv_u32(&b, "tokenizer.ggml.bos_token_id", 1);
+    gw_kv_u32(&b, "tokenizer.ggml.eos_token_id", 2);
+    gw_kv_u32(&b, "tokenizer.ggml.unknown_token_id", 0);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.data, 1, b.len, f), b.len);
+    assert_int_equal(fclose(f), 0);
+    gw_free(&b);
+}
+
+/* Tokens thousands of bytes long under a repetition that is no loop
+ * and never ends ("aa" repeated: the set alternates): the walk follows
+ * 32 characters ahead at a time, a new chain every 33 levels: some 360
+ * along the longest path, more than its scratch keeps (WALK_CHAINS, 256
+ * in grammar_match.c); past that it walks byte by byte, and the mask stays
+ * exact. And a count that ends long before the tokens do. */
+static void test_walk_scratch_runs_out(void **state) {
+    (void)state;
+    const char *path = fx_test_tmp_path("long-a-vocab.gguf");
+    write_long_vocab(path);
+    vocab_ctx v;
+    vocab_open(&v, path);
+    fx_error err;
+    static const char *const grammars[] = {"root ::= (\"a\" \"a\")* \".\"\n",
+                                           "root ::= [a]{0,1000} \".\"\n"};
+    for (int i = 0; i < 2; i++) {
+        fx_grammar *g = NULL;
+        assert_int_equal(fx_grammar_compile(&alloc, grammars[i], strlen(grammars[i]), NULL,
+                                            &g, &err), FX_OK);
+        fx_gstate s;
+        assert_int_equal(fx_gstate_init(&s, &alloc, g, &err), FX_OK);
+        expect_exact_mask(&v, &s, grammars[i]);
+        fx_gstate_free(&s, &alloc);
+        fx_grammar_free(g);
+    }
+    vocab_close(&v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counted_llama_spm),
         cmocka_unit_test(test_counted_gpt2),
         cmocka_unit_test(test_counted_schemas),
         cmocka_unit_test(test_walk_short_at_count_end),
+        cmocka_unit_test(test_walk_scratch_runs_out),
     };
     fx_alloc_init(&alloc, NULL);
     return cmocka_run_group_tests_name("grammar_counted", tests, NULL, NULL);
