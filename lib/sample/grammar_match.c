@@ -564,8 +564,9 @@ static void inherit_chains(const fx_gwork *w, const gwalk_level *L,
     }
 }
 
-/* Subtrees with fewer tokens are walked: computing a level's loops costs
- * a few advances, more than walking a handful of leaves. */
+/* Subtrees with fewer tokens are walked unless a chain the level already
+ * has takes them: computing a level's loops or a chain costs a few
+ * advances, more than walking a handful of leaves. */
 #define LOOP_MIN_TOKENS 8u
 
 fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
