@@ -8,6 +8,9 @@
  * token, llguidance ~47 us. Target: median <= 100 us, p99 <= 1 ms.
  *
  * usage: bench_grammar [VOCAB.gguf [GRAMMAR.gbnf [TOKENS]]]
+ *        bench_grammar VOCAB.gguf --schema SCHEMA.json [TOKENS]
+ * --schema converts a JSON Schema with the library's converter first (the
+ * grammar a structured-output request gets); tests/data/schemas has some.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include <time.h>
 
 #include "gguf/gguf.h"
+#include "sample/json_schema.h"
 #include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
 #include "test_util.h"
@@ -40,16 +44,30 @@ static int by_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    /* --schema FILE stands in for the grammar argument. */
+    const char *schema = NULL, *pos[3] = {NULL, NULL, NULL};
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--schema") == 0 && i + 1 < argc) {
+            schema = argv[++i];
+            if (n_pos == 1) n_pos = 2; /* the grammar's place */
+        } else if (n_pos < 3) {
+            pos[n_pos++] = argv[i];
+        } else {
+            fprintf(stderr, "usage: bench_grammar [VOCAB [GRAMMAR | --schema FILE] [TOKENS]]\n");
+            return 2;
+        }
+    }
     /* fx_test_data_path returns a static buffer: copy each answer. */
     char vdefault[4096];
     const char *vp = fx_test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     snprintf(vdefault, sizeof vdefault, "%s", vp);
-    const char *vpath = argc > 1 ? argv[1] : vdefault;
+    const char *vpath = pos[0] ? pos[0] : vdefault;
     char gdefault[4096];
     const char *gp = fx_test_data_path("grammars/json.gbnf");
     snprintf(gdefault, sizeof gdefault, "%s", gp);
-    const char *gpath = argc > 2 ? argv[2] : gdefault;
-    int n_tokens = argc > 3 ? atoi(argv[3]) : 4000;
+    const char *gpath = schema ? schema : pos[1] ? pos[1] : gdefault;
+    int n_tokens = pos[2] ? atoi(pos[2]) : 4000;
     if (n_tokens < 10) n_tokens = 10;
 
     fx_alloc alloc;
@@ -64,11 +82,25 @@ int main(int argc, char **argv) {
     }
     size_t glen;
     char *gtext = fx_test_read_file(gpath, &glen);
+    if (gtext && schema) {
+        char *gbnf = NULL;
+        size_t gbnf_len = 0;
+        if (fx_json_schema_to_gbnf(&alloc, gtext, glen, &gbnf, &gbnf_len, &err) != FX_OK) {
+            fprintf(stderr, "bench_grammar: %s: %s\n", gpath, err.message);
+            return 1;
+        }
+        free(gtext);
+        gtext = malloc(gbnf_len + 1);
+        if (gtext) memcpy(gtext, gbnf, gbnf_len + 1);
+        glen = gbnf_len;
+        fx_free(&alloc, gbnf);
+    }
     fx_grammar *g;
     if (!gtext || fx_grammar_compile(&alloc, gtext, glen, NULL, &g, &err) != FX_OK) {
         fprintf(stderr, "bench_grammar: %s: %s\n", gpath, gtext ? err.message : "unreadable");
         return 1;
     }
+    if (getenv("FX_BENCH_PRINT_GBNF")) fputs(gtext, stderr);
     double t0 = now();
     fx_sample_ctx ctx;
     if (fx_sample_ctx_init(&ctx, &alloc, vocab, 0, &err) != FX_OK ||

@@ -2,6 +2,8 @@ fx_add_test(test_sample SOURCES test_sample.c INTERNAL)
 fx_add_test(test_sample_chain SOURCES test_sample_chain.c INTERNAL)
 fx_add_test(test_grammar SOURCES test_grammar.c INTERNAL)
 fx_add_test(test_grammar_batch SOURCES test_grammar_batch.c INTERNAL)
+# Masks inside {m,n} against brute force, on two vocabularies.
+fx_add_test(test_grammar_counted SOURCES test_grammar_counted.c INTERNAL)
 # Lazy grammars through ferrox.h, on the byte-token model.
 fx_add_test(test_grammar_lazy SOURCES test_grammar_lazy.c)
 

@@ -24,8 +24,8 @@ struct fx_vocab;
 #define FX_GRAMMAR_MAX_STACKS 256u         /* live parse stacks per row */
 #define FX_GRAMMAR_ROW_FRAMES 4096u        /* stack frames a row keeps */
 #define FX_GRAMMAR_WORK_FRAMES (1u << 16)  /* frames one mask walk may use */
-#define FX_GRAMMAR_CHAIN_MAX 32u           /* bytes a mask walk follows a
-                                              bounded repetition ahead */
+#define FX_GRAMMAR_CHAIN_MAX 32u           /* characters a mask walk follows
+                                              a bounded repetition ahead */
 #define FX_GRAMMAR_EXPAND_BUDGET 100000u   /* expansion steps per advance */
 #define FX_GRAMMAR_CALL_BUDGET 20000000u   /* expansion steps per mask or
                                               accept (~0.1 s): bounds
@@ -114,6 +114,9 @@ typedef struct fx_vocab_trie {
     fx_trie_node *nodes;   /* [n_nodes], 0 is the root */
     uint32_t n_nodes;
     int32_t *ids;          /* [n_ids] tokens grouped by node */
+    uint16_t *starts;      /* [n_ids] characters each piece starts (bytes
+                              that are no UTF-8 continuation): how many
+                              steps of a repetition the token takes */
     uint32_t n_ids;
     int32_t *eog;          /* [n_eog] end-of-generation tokens */
     uint32_t n_eog;
@@ -175,6 +178,7 @@ typedef struct fx_gwork {
     uint32_t stamp;
     uint32_t steps;        /* expansion steps in this call */
     struct gwalk_level *levels; /* [max_depth + 2] */
+    struct gwalk_chain *chains; /* repetitions a walk followed ahead */
     int32_t *allowed;      /* [n_vocab] the last mask's tokens */
     uint32_t n_allowed;
     int eog_allowed;

@@ -12,9 +12,30 @@
  * frames still reachable are compacted back into the row's own array.
  */
 #include "grammar.h"
+#include "grammar_class.h"
 
 #include <string.h>
 
+
+/* A chain: from a level's set, one class of code points moves the parse
+ * along a fixed path of sets -- a bounded repetition's counts -- for len
+ * characters. cum[k]: the ASCII bytes that may be character k + 1 of such
+ * a path (the class, narrowed at each step; na[k]: and every code point
+ * >= 0x80). dead: character len + 1 of the class ends every stack (the
+ * count is used up and nothing after the repetition takes it), cum[len]
+ * the class then. */
+typedef struct gwalk_chain {
+    uint32_t len;
+    int dead;
+    uint64_t cum[FX_GRAMMAR_CHAIN_MAX + 1][2];
+    uint8_t na[FX_GRAMMAR_CHAIN_MAX + 1];
+} gwalk_chain;
+
+/* Chains one level keeps (a level's subtrees may start with different
+ * classes: letters, digits, a space), and in one walk's scratch; when
+ * they run out, subtrees are walked byte by byte, as without. */
+#define LEVEL_CHAINS 4u
+#define WALK_CHAINS 256u
 
 typedef struct gwalk_level {
     uint32_t child;        /* next trie child to visit, 0 none */
@@ -26,16 +47,15 @@ typedef struct gwalk_level {
     int loop_known;
     uint64_t loop_ascii[2];
     int loop_nonascii;     /* every code point >= 0x80 does */
-    /* A chain (computed on demand): from this level's set, one class of
-     * ASCII bytes moves the parse along a fixed path of sets -- a bounded
-     * repetition's counts -- for chain_len bytes. chain_cum[k]: the bytes
-     * that may be byte k + 1 of such a path (the class, narrowed at each
-     * step). A subtree no taller than chain_len, made of chain_cum bytes,
-     * is allowed whole. */
-    int chain_known;
-    uint32_t chain_len;
-    uint64_t chain_cum[FX_GRAMMAR_CHAIN_MAX][2];
-    uint8_t chain_na[FX_GRAMMAR_CHAIN_MAX]; /* and all code points >= 0x80 */
+    /* Chains (gwalk_chain) through this level's set, for the subtrees
+     * that need one: computed here on demand into w->chains[chain_next++]
+     * (a stack: a child's slots begin after its parent's), or the
+     * parent's one step on when the byte that led here followed it. */
+    uint32_t chain_next, n_chains;
+    struct { uint32_t slot, shift; } chains[LEVEL_CHAINS];
+    int taken_known;
+    uint64_t taken[2];     /* the ASCII bytes some top takes */
+    uint32_t starts;       /* characters started on the path to this level */
 } gwalk_level;
 
 #define HASH_CAP (2 * FX_GRAMMAR_WORK_FRAMES)
@@ -43,23 +63,6 @@ typedef struct gwalk_level {
 #define HASH_PROBES 16
 
 /* ---- code point classes ---- */
-
-static bool is_end(uint32_t type) { return type == FX_G_END || type == FX_G_ALT; }
-
-static bool match_char(const fx_gelem *e, uint32_t cp) {
-    if (e->type == FX_G_CHAR_ANY) return true;
-    bool positive = e->type == FX_G_CHAR, found = false;
-    do {
-        if (e[1].type == FX_G_CHAR_RNG_UPPER) {
-            found = found || (e->value <= cp && cp <= e[1].value);
-            e += 2;
-        } else {
-            found = found || e->value == cp;
-            e++;
-        }
-    } while (e->type == FX_G_CHAR_ALT);
-    return found == positive;
-}
 
 /* Could a code point in [lo, hi] match? Exact for positive classes; a
  * negated class says no only when one of its ranges covers all of it. */
@@ -159,7 +162,7 @@ static bool expand(gadv *a, uint32_t pos, uint32_t parent) {
         }
         fx_gtop t = todo[--n];
         uint32_t type = el[t.pos].type;
-        if (is_end(type)) {
+        if (fx_gis_end(type)) {
             if (t.parent == FX_GNONE) {
                 if (!emit(a, FX_GACCEPT, FX_GNONE)) return false;
             } else {
@@ -169,7 +172,7 @@ static bool expand(gadv *a, uint32_t pos, uint32_t parent) {
             uint32_t r = el[t.pos].value, np = t.parent;
             /* A call in tail position needs no frame: right recursion
              * (what S* becomes) keeps the stack flat. */
-            if (!is_end(el[t.pos + 1].type)) {
+            if (!fx_gis_end(el[t.pos + 1].type)) {
                 np = new_frame(a, t.pos + 1, t.parent);
                 if (np == FX_GNONE) return false;
             }
@@ -192,7 +195,7 @@ static uint32_t advance(const fx_grammar *g, fx_gwork *w, const fx_gtop *in,
     gadv a = {g, w, out, 0};
     for (uint32_t i = 0; i < n_in; i++) {
         uint32_t pos = in[i].pos;
-        if (pos == FX_GACCEPT || !match_char(&g->elems[pos], cp)) continue;
+        if (pos == FX_GACCEPT || !fx_gmatch_char(&g->elems[pos], cp)) continue;
         if (!expand(&a, after_char(g->elems, pos), in[i].parent)) return 0;
     }
     return a.n_out;
@@ -244,93 +247,6 @@ int fx_gutf8_step(uint8_t c, uint32_t *value, uint32_t *left, uint32_t *cp) {
         return -1;
     *cp = *value;
     return 1;
-}
-
-/* ---- how many frames a row needs ---- */
-
-/* A call creates a frame unless it is the last element of its
- * alternative (expand). */
-static uint32_t call_weight(const fx_gelem *el, uint32_t e) {
-    return is_end(el[e + 1].type) ? 0u : 1u;
-}
-
-static uint32_t rule_end(const fx_grammar *g, uint32_t r) {
-    return r + 1 < g->n_rules ? g->rule_start[r + 1] : g->n_elems;
-}
-
-/* Tarjan's strongly connected components of the rules the root reaches,
- * iteratively (a rule chain may be as long as the program); each
- * component, finished callees first, gets the most frames a stack can
- * hold below its rules: none bound when a call inside it makes a frame. */
-fx_status fx_grammar_size_rows(fx_grammar *g, fx_error *err) {
-    const fx_alloc *al = &g->alloc;
-    const fx_gelem *el = g->elems;
-    const uint32_t nr = g->n_rules, UNBOUNDED = UINT32_MAX;
-    uint32_t *idx = fx_calloc(al, nr, sizeof *idx);
-    uint32_t *low = fx_malloc_array(al, nr, sizeof *low);
-    uint32_t *cur = fx_malloc_array(al, nr, sizeof *cur);
-    uint32_t *comp = fx_malloc_array(al, nr, sizeof *comp);
-    uint32_t *depth = fx_malloc_array(al, nr, sizeof *depth);
-    uint32_t *stk = fx_malloc_array(al, nr, sizeof *stk);
-    uint32_t *cs = fx_malloc_array(al, nr, sizeof *cs);
-    fx_status st = FX_OK;
-    if (!idx || !low || !cur || !comp || !depth || !stk || !cs) {
-        st = fx_fail(err, FX_ERR_NOMEM, "grammar: out of memory");
-        goto out;
-    }
-    for (uint32_t r = 0; r < nr; r++) comp[r] = UINT32_MAX;
-    uint32_t counter = 0, sp = 0, csp = 0, n_comp = 0;
-    const uint32_t root = g->root;
-    idx[root] = low[root] = ++counter;
-    cur[root] = g->rule_start[root];
-    stk[sp++] = root;
-    cs[csp++] = root;
-    while (csp > 0) {
-        uint32_t r = cs[csp - 1], end = rule_end(g, r);
-        while (cur[r] < end && el[cur[r]].type != FX_G_RULE) cur[r]++;
-        if (cur[r] < end) {
-            uint32_t t = el[cur[r]++].value;
-            if (!idx[t]) {
-                idx[t] = low[t] = ++counter;
-                cur[t] = g->rule_start[t];
-                stk[sp++] = t;
-                cs[csp++] = t;
-            } else if (comp[t] == UINT32_MAX && idx[t] < low[r]) {
-                low[r] = idx[t]; /* on the stack: same component */
-            }
-            continue;
-        }
-        csp--;
-        if (csp > 0 && low[r] < low[cs[csp - 1]]) low[cs[csp - 1]] = low[r];
-        if (low[r] != idx[r]) continue;
-        uint32_t k = sp;
-        while (stk[k - 1] != r) k--;
-        k--;
-        for (uint32_t i = k; i < sp; i++) comp[stk[i]] = n_comp;
-        uint32_t d = 0;
-        for (uint32_t i = k; i < sp && d != UNBOUNDED; i++)
-            for (uint32_t e = g->rule_start[stk[i]]; e < rule_end(g, stk[i]); e++) {
-                if (el[e].type != FX_G_RULE) continue;
-                uint32_t t = el[e].value, w = call_weight(el, e);
-                uint32_t c = comp[t] == n_comp ? (w ? UNBOUNDED : 0)
-                             : depth[t] == UNBOUNDED ? UNBOUNDED
-                                                     : depth[t] + w;
-                if (c > d) d = c;
-                if (d == UNBOUNDED) break;
-            }
-        for (uint32_t i = k; i < sp; i++) depth[stk[i]] = d;
-        sp = k;
-        n_comp++;
-    }
-    uint32_t d = depth[root];
-    g->row_frames = d == UNBOUNDED ||
-                            (uint64_t)d * FX_GRAMMAR_MAX_STACKS > FX_GRAMMAR_ROW_FRAMES
-                        ? FX_GRAMMAR_ROW_FRAMES
-                        : d * FX_GRAMMAR_MAX_STACKS;
-out:
-    fx_free(al, idx); fx_free(al, low); fx_free(al, cur); fx_free(al, comp);
-    fx_free(al, depth); fx_free(al, stk); fx_free(al, cs);
-    return st;
 }
 
 /* ---- the row's state ---- */
@@ -470,41 +386,29 @@ static bool same_set(const fx_gtop *a, uint32_t na, const fx_gtop *b, uint32_t n
     return true;
 }
 
-/* Does every code point >= 0x80 match this top's class, or none? (-1:
- * it depends on the code point.) */
-static int nonascii_uniform(const fx_gelem *e) {
-    if (e->type == FX_G_CHAR_ANY) return 1;
-    int positive = e->type == FX_G_CHAR, covers = 0, touches = 0;
-    do {
-        uint32_t a = e->value, b = a;
-        if (e[1].type == FX_G_CHAR_RNG_UPPER) {
-            b = e[1].value;
-            e += 2;
-        } else {
-            e++;
-        }
-        if (a <= 0x80 && b >= 0x10FFFF) covers = 1;
-        if (b >= 0x80) touches = 1;
-    } while (e->type == FX_G_CHAR_ALT);
-    if (covers) return positive;
-    if (!touches) return !positive;
-    return -1;
-}
-
-fx_status fx_grammar_index_classes(fx_grammar *g, fx_error *err) {
-    g->class_ascii = fx_calloc(&g->alloc, (size_t)g->n_elems * 2, sizeof(uint64_t));
-    g->class_nonascii = fx_calloc(&g->alloc, g->n_elems ? g->n_elems : 1, 1);
-    if (!g->class_ascii || !g->class_nonascii)
-        return fx_fail(err, FX_ERR_NOMEM, "grammar: out of memory");
-    for (uint32_t e = 0; e < g->n_elems; e++) {
-        uint32_t ty = g->elems[e].type;
-        if (ty != FX_G_CHAR && ty != FX_G_CHAR_NOT && ty != FX_G_CHAR_ANY) continue;
-        for (uint32_t c = 0; c < 0x80; c++)
-            if (match_char(&g->elems[e], c))
-                g->class_ascii[2 * e + (c >> 6)] |= 1ull << (c & 63);
-        g->class_nonascii[e] = (int8_t)nonascii_uniform(&g->elems[e]);
+/* The code points that the tops of `in` accept exactly as `rep` does (so
+ * advance alike: advance() depends only on which tops accept): ASCII ones
+ * into out, and *nonascii whether all >= 0x80 do; returns how many tops
+ * accept rep. From the classes' indexed sets, a few word operations per
+ * top. */
+static uint32_t alike(const fx_grammar *g, const fx_gtop *in, uint32_t n,
+                      uint32_t rep, uint64_t out[2], int *nonascii) {
+    uint32_t taken = 0;
+    out[0] = out[1] = ~0ull;
+    *nonascii = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t pos = in[i].pos;
+        if (pos == FX_GACCEPT) continue;
+        const uint64_t *m = g->class_ascii + 2 * (size_t)pos;
+        int na = g->class_nonascii[pos];
+        int takes = rep < 0x80 ? (int)((m[rep >> 6] >> (rep & 63)) & 1)
+                               : fx_gmatch_char(&g->elems[pos], rep);
+        out[0] &= takes ? m[0] : ~m[0];
+        out[1] &= takes ? m[1] : ~m[1];
+        if (na != (takes ? 1 : 0)) *nonascii = 0;
+        taken += (uint32_t)takes;
     }
-    return FX_OK;
+    return taken;
 }
 
 /* Fills L's loop sets: the bytes whose advance gives back L's set. The
@@ -516,37 +420,29 @@ static void compute_loops(const fx_grammar *g, fx_gwork *w, gwalk_level *L) {
     L->loop_known = 1;
     L->loop_ascii[0] = L->loop_ascii[1] = 0;
     L->loop_nonascii = 0;
-    /* advance() depends only on which tops accept the byte, so bytes with
-     * the same accepting tops share one trial (a string's content bytes
+    /* advance() depends only on which tops accept the byte, so the bytes
+     * that the tops accept alike share one trial (a string's content bytes
      * all do): a handful of advances instead of 128. */
-    enum { MEMO = 8 };
-    uint64_t memo_key[MEMO];
-    int memo_loop[MEMO], n_memo = 0;
-    for (uint32_t c = 0; c < 0x80; c++) {
-        uint64_t key = 0;
-        int keyed = L->set_len <= 64;
-        for (uint32_t i = 0; keyed && i < L->set_len; i++)
-            if (in[i].pos != FX_GACCEPT && match_char(&g->elems[in[i].pos], c))
-                key |= 1ull << i;
-        int loop = -1;
-        for (int k = 0; keyed && k < n_memo; k++)
-            if (memo_key[k] == key) loop = memo_loop[k];
-        if (loop < 0) {
-            w->n_frames = L->frames_top;
-            uint32_t n = key || !keyed ? advance(g, w, in, L->set_len, c, tmp) : 0;
-            loop = !w->fail && same_set(in, L->set_len, tmp, n);
-            w->fail = FX_OK;
-            if (keyed && n_memo < MEMO) {
-                memo_key[n_memo] = key;
-                memo_loop[n_memo++] = loop;
-            }
+    uint64_t undecided[2] = {~0ull, ~0ull};
+    while (undecided[0] | undecided[1]) {
+        uint32_t c = undecided[0] ? (uint32_t)__builtin_ctzll(undecided[0])
+                                  : 64u + (uint32_t)__builtin_ctzll(undecided[1]);
+        uint64_t same[2];
+        int na;
+        uint32_t taken = alike(g, in, L->set_len, c, same, &na);
+        w->n_frames = L->frames_top;
+        uint32_t n = taken ? advance(g, w, in, L->set_len, c, tmp) : 0;
+        int loop = !w->fail && same_set(in, L->set_len, tmp, n);
+        w->fail = FX_OK;
+        for (int k = 0; k < 2; k++) {
+            same[k] &= undecided[k]; /* c's class, c included */
+            if (loop) L->loop_ascii[k] |= same[k];
+            undecided[k] &= ~same[k];
         }
-        if (loop) L->loop_ascii[c >> 6] |= 1ull << (c & 63);
     }
     int uniform = 1;
     for (uint32_t i = 0; i < L->set_len && uniform; i++)
-        if (in[i].pos != FX_GACCEPT && nonascii_uniform(&g->elems[in[i].pos]) < 0)
-            uniform = 0;
+        if (in[i].pos != FX_GACCEPT && g->class_nonascii[in[i].pos] < 0) uniform = 0;
     if (uniform) {
         w->n_frames = L->frames_top;
         uint32_t n = advance(g, w, in, L->set_len, 0xE9, tmp);
@@ -556,38 +452,15 @@ static void compute_loops(const fx_grammar *g, fx_gwork *w, gwalk_level *L) {
     w->n_frames = L->frames_top;
 }
 
-/* The code points that the tops of `in` accept exactly as `rep` does (so
- * advance alike: advance() depends only on which tops accept): ASCII ones
- * into out, and *nonascii whether all >= 0x80 do. From the classes'
- * indexed sets, a few word operations per top. */
-static void alike(const fx_grammar *g, const fx_gtop *in, uint32_t n,
-                  uint32_t rep, uint64_t out[2], int *nonascii) {
-    out[0] = out[1] = ~0ull;
-    *nonascii = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t pos = in[i].pos;
-        if (pos == FX_GACCEPT) continue;
-        const uint64_t *m = g->class_ascii + 2 * (size_t)pos;
-        int na = g->class_nonascii[pos];
-        int takes = rep < 0x80 ? (int)((m[rep >> 6] >> (rep & 63)) & 1)
-                               : match_char(&g->elems[pos], rep);
-        out[0] &= takes ? m[0] : ~m[0];
-        out[1] &= takes ? m[1] : ~m[1];
-        if (na != (takes ? 1 : 0)) *nonascii = 0;
-    }
-}
-
-/* Fills L's chain, following the subtree's lowest ASCII byte (or, for an
- * all-non-ASCII one, a non-ASCII code point) through up to
+/* Fills c from L's set, following code point rep through up to
  * FX_GRAMMAR_CHAIN_MAX advances in scratch above the level, keeping the
  * code points that advance alike at every step. */
-static void compute_chain(const fx_grammar *g, fx_gwork *w, gwalk_level *L,
-                          const fx_trie_node *nd) {
-    L->chain_known = 1;
-    L->chain_len = 0;
-    uint32_t rep = nd->ascii[0] ? (uint32_t)__builtin_ctzll(nd->ascii[0])
-                   : nd->ascii[1] ? 64u + (uint32_t)__builtin_ctzll(nd->ascii[1])
-                                  : 0xE9u;
+static void compute_chain(const fx_grammar *g, fx_gwork *w, const gwalk_level *L,
+                          uint32_t rep, gwalk_chain *c) {
+    c->dead = 0;
+    c->len = 0;
+    c->cum[0][0] = c->cum[0][1] = 0;
+    c->na[0] = 0;
     uint64_t room = (uint64_t)w->sets_cap - L->set_off - L->set_len;
     if (room < 2u * FX_GRAMMAR_MAX_STACKS) return;
     fx_gtop *buf[2] = {w->sets + L->set_off + L->set_len,
@@ -597,20 +470,26 @@ static void compute_chain(const fx_grammar *g, fx_gwork *w, gwalk_level *L,
     uint64_t cum[2] = {~0ull, ~0ull};
     int cum_na = 1;
     w->n_frames = L->frames_top;
-    for (uint32_t k = 0; k < FX_GRAMMAR_CHAIN_MAX; k++) {
+    for (uint32_t k = 0; k <= FX_GRAMMAR_CHAIN_MAX; k++) {
         uint64_t same[2];
         int na;
         alike(g, cur, n, rep, same, &na);
         cum[0] &= same[0];
         cum[1] &= same[1];
         cum_na &= na;
+        c->cum[k][0] = cum[0];
+        c->cum[k][1] = cum[1];
+        c->na[k] = (uint8_t)cum_na;
+        /* No byte left to go alike (a literal, say): nothing taller fits. */
+        if (k == FX_GRAMMAR_CHAIN_MAX || !(cum[0] | cum[1] | (uint64_t)cum_na)) break;
         fx_gtop *next = buf[k & 1];
         uint32_t m = advance(g, w, cur, n, rep, next);
-        if (w->fail || m == 0) break;
-        L->chain_cum[k][0] = cum[0];
-        L->chain_cum[k][1] = cum[1];
-        L->chain_na[k] = (uint8_t)cum_na;
-        L->chain_len = k + 1;
+        if (w->fail) break;
+        if (m == 0) {
+            c->dead = 1;
+            break;
+        }
+        c->len = k + 1;
         cur = next;
         n = m;
     }
@@ -618,8 +497,76 @@ static void compute_chain(const fx_grammar *g, fx_gwork *w, gwalk_level *L,
     w->n_frames = L->frames_top;
 }
 
-/* Subtrees with fewer tokens are walked: computing a level's loops costs
- * a few advances, more than walking a handful of leaves. */
+static bool chain_fits(const uint64_t cum[2], int na, const fx_trie_node *nd) {
+    return (nd->ascii[0] & ~cum[0]) == 0 && (nd->ascii[1] & ~cum[1]) == 0 &&
+           (!(nd->flags & FX_TRIE_NONASCII) || na);
+}
+
+/* A chain through L's set whose first class holds every byte of nd's
+ * subtree (*shift: the steps it has already gone to reach L): one L has,
+ * or a new one following the subtree's first byte (for a non-ASCII one,
+ * its lowest ASCII byte or a non-ASCII code point) if may_compute. NULL
+ * when none can fit or none can be kept. */
+static const gwalk_chain *find_chain(const fx_grammar *g, fx_gwork *w,
+                                     gwalk_level *L, const fx_trie_node *nd,
+                                     int may_compute, uint32_t *shift) {
+    for (uint32_t i = 0; i < L->n_chains; i++) {
+        const gwalk_chain *c = &w->chains[L->chains[i].slot];
+        *shift = L->chains[i].shift;
+        if (chain_fits(c->cum[*shift], c->na[*shift], nd)) return c;
+    }
+    if (!may_compute || L->n_chains == LEVEL_CHAINS || L->chain_next == WALK_CHAINS)
+        return NULL;
+    uint32_t rep = nd->byte < 0x80 ? nd->byte
+                   : nd->ascii[0] ? (uint32_t)__builtin_ctzll(nd->ascii[0])
+                   : nd->ascii[1] ? 64u + (uint32_t)__builtin_ctzll(nd->ascii[1])
+                                  : 0xE9u;
+    if (!L->taken_known) {
+        const fx_gtop *in = w->sets + L->set_off;
+        L->taken_known = 1;
+        L->taken[0] = L->taken[1] = 0;
+        for (uint32_t i = 0; i < L->set_len; i++)
+            if (in[i].pos != FX_GACCEPT) {
+                L->taken[0] |= g->class_ascii[2 * (size_t)in[i].pos];
+                L->taken[1] |= g->class_ascii[2 * (size_t)in[i].pos + 1];
+            }
+    }
+    /* A code point no top takes needs no chain: the walk's first step
+     * drops the subtree as fast. */
+    if (rep < 0x80 && !((L->taken[rep >> 6] >> (rep & 63)) & 1)) return NULL;
+    /* Most subtrees mix classes (a space, then letters or a quote): a
+     * look at the first step, a few word operations, spares the advances. */
+    uint64_t first[2];
+    int na;
+    if (!alike(g, w->sets + L->set_off, L->set_len, rep, first, &na) ||
+        !chain_fits(first, na, nd))
+        return NULL;
+    gwalk_chain *c = &w->chains[L->chain_next];
+    L->chains[L->n_chains].slot = L->chain_next++;
+    L->chains[L->n_chains++].shift = *shift = 0;
+    compute_chain(g, w, L, rep, c);
+    return c;
+}
+
+/* C, entered from L by ASCII byte b: the chains of L that b follows, one
+ * step on (b advances the parse as their code point did, so C's set is
+ * their next one; their classes from here on are narrowed by b's step,
+ * which only errs towards walking). */
+static void inherit_chains(const fx_gwork *w, const gwalk_level *L,
+                           gwalk_level *C, uint32_t b) {
+    for (uint32_t i = 0; i < L->n_chains; i++) {
+        const gwalk_chain *c = &w->chains[L->chains[i].slot];
+        uint32_t k = L->chains[i].shift;
+        if (k < c->len && ((c->cum[k][b >> 6] >> (b & 63)) & 1)) {
+            C->chains[C->n_chains].slot = L->chains[i].slot;
+            C->chains[C->n_chains++].shift = k + 1;
+        }
+    }
+}
+
+/* Subtrees with fewer tokens are walked unless a chain the level already
+ * has takes them: computing a level's loops or a chain costs a few
+ * advances, more than walking a handful of leaves. */
 #define LOOP_MIN_TOKENS 8u
 
 fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
@@ -650,10 +597,12 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
         const fx_trie_node *nd = &t->nodes[node];
         L->child = nd->next_sibling;
         w->n_frames = L->frames_top;
+        /* Small subtrees are tried only against chains the level has. */
+        const int big = nd->sub_end - nd->tok_start >= LOOP_MIN_TOKENS;
         if (shortcuts && L->utf8_left == 0 && (nd->flags & FX_TRIE_VALID) &&
-            nd->sub_end - nd->tok_start >= LOOP_MIN_TOKENS) {
-            if (!L->loop_known) compute_loops(g, w, L);
-            if ((nd->ascii[0] & ~L->loop_ascii[0]) == 0 &&
+            (big || L->n_chains)) {
+            if (big && !L->loop_known) compute_loops(g, w, L);
+            if (big && (nd->ascii[0] & ~L->loop_ascii[0]) == 0 &&
                 (nd->ascii[1] & ~L->loop_ascii[1]) == 0 &&
                 (!(nd->flags & FX_TRIE_NONASCII) || L->loop_nonascii)) {
                 /* Every byte below leaves the parse as it is: all of the
@@ -663,19 +612,26 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
                 continue;
             }
             /* A bounded repetition ([a-z]{0,24}) is no loop, each byte
-             * moving it to the next count; but a subtree no deeper than
-             * the count left, of bytes it takes, is allowed whole too. */
-            if (nd->height <= FX_GRAMMAR_CHAIN_MAX) {
-                if (!L->chain_known) compute_chain(g, w, L, nd);
-                /* Bytes, not characters: a multi-byte character is one
-                 * step, so the height only overstates the steps. */
-                const uint32_t h = nd->height;
-                if (h <= L->chain_len &&
-                    (nd->ascii[0] & ~L->chain_cum[h - 1][0]) == 0 &&
-                    (nd->ascii[1] & ~L->chain_cum[h - 1][1]) == 0 &&
-                    (!(nd->flags & FX_TRIE_NONASCII) || L->chain_na[h - 1])) {
-                    for (uint32_t i = nd->tok_start; i < nd->sub_end; i++)
-                        w->allowed[w->n_allowed++] = t->ids[i];
+             * moving it to the next count; but a subtree of bytes it takes
+             * is decided by length: what fits in the count left is
+             * allowed, and when the chain ends dead, longer is refused. */
+            uint32_t sh = 0;
+            const gwalk_chain *c = find_chain(g, w, L, nd, big, &sh);
+            /* Bytes, not characters: a multi-byte character is one step,
+             * so the height only overstates the steps. */
+            const uint32_t h = nd->height, len = c ? c->len - sh : 0;
+            /* (t->starts saturates at UINT16_MAX: past it, walk.) */
+            if (c && (h <= len || c->dead) && L->starts + len < UINT16_MAX) {
+                const uint32_t k = sh + (h <= len ? h : len + 1) - 1;
+                if (chain_fits(c->cum[k], c->na[k], nd)) {
+                    const uint32_t most = L->starts + len;
+                    if (h <= len)
+                        for (uint32_t i = nd->tok_start; i < nd->sub_end; i++)
+                            w->allowed[w->n_allowed++] = t->ids[i];
+                    else if (len > 0) /* (0: none fits; nothing to scan) */
+                        for (uint32_t i = nd->tok_start; i < nd->sub_end; i++)
+                            if (t->starts[i] <= most)
+                                w->allowed[w->n_allowed++] = t->ids[i];
                     continue;
                 }
             }
@@ -713,7 +669,12 @@ fx_status fx_gstate_mask(const fx_gstate *s, const fx_vocab_trie *t,
             C->utf8_value = value;
             C->utf8_left = left;
             C->frames_top = w->n_frames;
-            C->loop_known = C->chain_known = 0;
+            C->starts = L->starts + ((nd->byte & 0xC0) != 0x80);
+            C->chain_next = L->chain_next;
+            C->n_chains = 0;
+            C->taken_known = 0;
+            if (r == 1 && L->utf8_left == 0) inherit_chains(w, L, C, nd->byte);
+            C->loop_known = 0;
             if (same) { /* the same set: the same loops */
                 C->loop_known = 1;
                 C->loop_ascii[0] = L->loop_ascii[0];
@@ -762,9 +723,10 @@ fx_status fx_gwork_init(fx_gwork *w, const fx_alloc *alloc,
     bool walk = walk_alloc(w, alloc);
     w->sets = fx_malloc_array(alloc, w->sets_cap, sizeof *w->sets);
     w->levels = fx_malloc_array(alloc, levels, sizeof *w->levels);
+    w->chains = fx_malloc_array(alloc, WALK_CHAINS, sizeof *w->chains);
     w->allowed = fx_malloc_array(alloc, trie->n_vocab ? trie->n_vocab : 1,
                                  sizeof *w->allowed);
-    if (!walk || !w->sets || !w->levels || !w->allowed) {
+    if (!walk || !w->sets || !w->levels || !w->chains || !w->allowed) {
         fx_gwork_free(w, alloc);
         return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     }
@@ -778,6 +740,7 @@ void fx_gwork_free(fx_gwork *w, const fx_alloc *alloc) {
     fx_free(alloc, w->remap);
     fx_free(alloc, w->hash);
     fx_free(alloc, w->levels);
+    fx_free(alloc, w->chains);
     fx_free(alloc, w->allowed);
     memset(w, 0, sizeof *w);
 }

@@ -49,8 +49,9 @@ static fx_status finish_trie(fx_vocab_trie *t, fx_trie_node *raw,
     uint32_t *parent = fx_malloc_array(al, n, sizeof *parent);
     uint32_t *uval = fx_malloc_array(al, n, sizeof *uval);
     uint32_t *uleft = fx_malloc_array(al, n, sizeof *uleft);
+    uint16_t *starts = fx_malloc_array(al, n, sizeof *starts);
     fx_status st = FX_OK;
-    if (!order || !newid || !stack || !parent || !uval || !uleft) {
+    if (!order || !newid || !stack || !parent || !uval || !uleft || !starts) {
         st = fx_fail(err, FX_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -81,18 +82,26 @@ static fx_status finish_trie(fx_vocab_trie *t, fx_trie_node *raw,
         d->tok_count = 0;
         acc += r->tok_count;
     }
-    for (uint32_t id = 0; id < t->n_vocab; id++)
-        if (end[id]) {
-            fx_trie_node *d = &t->nodes[newid[end[id]]];
-            t->ids[d->tok_start + d->tok_count++] = (int32_t)id;
-        }
-    t->n_ids = acc;
-    /* Parents, then the decoder state along each root path (preorder
-     * visits a parent before its children). */
+    /* Parents, then what accumulates along each root path (preorder
+     * visits a parent before its children): characters started, and the
+     * decoder state. */
     parent[0] = 0;
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t c = t->nodes[i].first_child; c; c = t->nodes[c].next_sibling)
             parent[c] = i;
+    starts[0] = 0;
+    for (uint32_t i = 1; i < n; i++) {
+        uint16_t s = starts[parent[i]];
+        starts[i] = (t->nodes[i].byte & 0xC0) == 0x80 || s == UINT16_MAX ? s : (uint16_t)(s + 1);
+    }
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (end[id]) {
+            uint32_t node = newid[end[id]];
+            fx_trie_node *d = &t->nodes[node];
+            t->starts[d->tok_start + d->tok_count] = starts[node];
+            t->ids[d->tok_start + d->tok_count++] = (int32_t)id;
+        }
+    t->n_ids = acc;
     uval[0] = uleft[0] = 0;
     for (uint32_t i = 1; i < n; i++) {
         fx_trie_node *d = &t->nodes[i];
@@ -127,6 +136,7 @@ out:
     fx_free(al, parent);
     fx_free(al, uval);
     fx_free(al, uleft);
+    fx_free(al, starts);
     return st;
 }
 
@@ -141,11 +151,12 @@ fx_status fx_vocab_trie_build(const fx_alloc *alloc, const struct fx_vocab *voca
     t->eos = fx_vocab_special(vocab, FX_TOKEN_EOS);
     fx_trie_node *raw = fx_malloc_array(alloc, cap, sizeof *raw);
     t->ids = fx_malloc_array(alloc, nv ? nv : 1, sizeof *t->ids);
+    t->starts = fx_malloc_array(alloc, nv ? nv : 1, sizeof *t->starts);
     t->eog = fx_malloc_array(alloc, nv ? nv : 1, sizeof *t->eog);
     uint32_t *end = fx_malloc_array(alloc, nv ? nv : 1, sizeof *end);
     char *buf = fx_malloc(alloc, FX_VOCAB_MAX_TOKEN_LEN);
     fx_status st = FX_OK;
-    if (!raw || !t->ids || !t->eog || !end || !buf) {
+    if (!raw || !t->ids || !t->starts || !t->eog || !end || !buf) {
         st = fx_fail(err, FX_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -192,6 +203,7 @@ void fx_vocab_trie_free(fx_vocab_trie *t) {
     fx_alloc a = t->alloc;
     fx_free(&a, t->nodes);
     fx_free(&a, t->ids);
+    fx_free(&a, t->starts);
     fx_free(&a, t->eog);
     fx_free(&a, t);
 }

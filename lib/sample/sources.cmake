@@ -3,6 +3,7 @@ list(APPEND FX_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/lazy.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_match.c
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_index.c
   ${CMAKE_CURRENT_LIST_DIR}/grammar_trie.c
   ${CMAKE_CURRENT_LIST_DIR}/json_doc.c
   ${CMAKE_CURRENT_LIST_DIR}/json_schema.c
