@@ -88,6 +88,13 @@ fx_cli_case(run_json_truncated ferrox-run 1
   ARGS --model|${_fx_cli_model}|--prompt|Once|--max-tokens|1|--json
   ERR "finish length, [^\n]*\nferrox-run: truncated: --max-tokens 1 was reached before the grammar ended the output")
 
+# --mapped computes from the file's mapping instead of the repacked copy:
+# the same tokens.
+fx_cli_case(run_mapped_same ferrox-run 0
+  ARGS --model|${_fx_cli_model}|--prompt|Once|--max-tokens|12|--ids
+  SAME "gen:([0-9 ]+)\n"
+  SAME_ARGS --model|${_fx_cli_model}|--prompt|Once|--max-tokens|12|--ids|--mapped)
+
 # ferrox-info: the parameter count without --check (from the tensor table)
 # equals the loaded model's, a file that is not GGUF is named once.
 fx_cli_case(info_params ferrox-info 0
