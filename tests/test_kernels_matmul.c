@@ -101,10 +101,15 @@ static float *make_x(size_t m, size_t k, size_t ldx, uint64_t seed) {
     return x;
 }
 
-/* q8_pf_min_m, r12_pf, x_block: fx_kernels_params.q8_prefetch_min_m,
+/* fx_kernels_params.q8_prefetch_rows: at every number of x rows; at none
+ * (no bit of 0-8 set; 0 would be the CPU's default). */
+#define Q8_PF_ALL 0x1ffu
+#define Q8_PF_NEVER (1u << 31)
+
+/* q8_pf_rows, r12_pf, x_block: fx_kernels_params.q8_prefetch_rows,
  * .r12_prefetch_bytes and .x_block_bytes (0: the defaults). */
 static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
-                               size_t q8_pf_min_m, size_t r12_pf,
+                               uint32_t q8_pf_rows, size_t r12_pf,
                                size_t x_block) {
     fx_alloc alloc;
     assert_int_equal(fx_alloc_init(&alloc, NULL), FX_OK);
@@ -112,7 +117,7 @@ static fx_kernels *make_ctx_pf(fx_isa isa, unsigned threads,
     fx_kernels_params_init(&p);
     p.isa = isa;
     p.n_threads = threads;
-    p.q8_prefetch_min_m = q8_pf_min_m;
+    p.q8_prefetch_rows = q8_pf_rows;
     p.r12_prefetch_bytes = r12_pf;
     p.x_block_bytes = x_block;
     fx_kernels *kc = NULL;
@@ -220,8 +225,8 @@ static void check_invariance(fx_wtype t, shape sh) {
         free(y);
     }
 
-    /* AVX-512 Q8_0 R16 also with its software prefetch from the first x
-     * row and never (SIZE_MAX), the R12 two-stream tasks with theirs 1 KB
+    /* AVX-512 Q8_0 R16 also with its software prefetch at every number of
+     * x rows and at none (Q8_PF_NEVER), the R12 two-stream tasks with theirs 1 KB
      * ahead and never, whatever this CPU's defaults: every CPU must
      * compute the bits of every other. The AVX2 float tiles also with x
      * in blocks of 4 rows (x_block 1) and of 4 to 20 rows (24 KiB, by K),
@@ -229,21 +234,22 @@ static void check_invariance(fx_wtype t, shape sh) {
     struct {
         fx_isa isa;
         unsigned threads;
-        size_t q8_pf_min_m, r12_pf, x_block;
+        uint32_t q8_pf_rows;
+        size_t r12_pf, x_block;
     } cfgs[] = {{FX_ISA_PORTABLE, 2, 0, 0, 0},  {FX_ISA_AVX2, 1, 0, 0, 0},
                 {FX_ISA_AVX2, 2, 0, 0, 0},      {FX_ISA_AVX2, 2, 0, 0, 1},
                 {FX_ISA_AVX2, 1, 0, 0, 24576},  {FX_ISA_AVX512, 1, 0, 0, 0},
-                {FX_ISA_AVX512, 2, 0, 0, 0},    {FX_ISA_AVX512, 2, 1, 1024, 0},
-                {FX_ISA_AVX512, 2, SIZE_MAX, SIZE_MAX, 0},
-                {FX_ISA_AVX512, 1, SIZE_MAX, SIZE_MAX, 0}};
+                {FX_ISA_AVX512, 2, 0, 0, 0},    {FX_ISA_AVX512, 2, Q8_PF_ALL, 1024, 0},
+                {FX_ISA_AVX512, 2, Q8_PF_NEVER, SIZE_MAX, 0},
+                {FX_ISA_AVX512, 1, Q8_PF_NEVER, SIZE_MAX, 0}};
     const size_t batches[] = {1,  2,  3,  4,  5,  6,  7,
                               8,  9,  16, 32, 33, 70, 150};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
-        if ((cfgs[c].q8_pf_min_m || cfgs[c].r12_pf) && !r16 && !r12)
+        if ((cfgs[c].q8_pf_rows || cfgs[c].r12_pf) && !r16 && !r12)
             continue;
         if (cfgs[c].x_block && (r16 || t == FX_WTYPE_Q8_0)) continue;
         fx_kernels *kc = make_ctx_pf(cfgs[c].isa, cfgs[c].threads,
-                                     cfgs[c].q8_pf_min_m, cfgs[c].r12_pf,
+                                     cfgs[c].q8_pf_rows, cfgs[c].r12_pf,
                                      cfgs[c].x_block);
         if (!kc) continue; /* ISA absent here: nothing to compare */
         for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
@@ -256,9 +262,9 @@ static void check_invariance(fx_wtype t, shape sh) {
                 float *y = run_mm(kc, x, ldx, starts[si], bm, w, t, sh.n, sh.k);
                 char what[128];
                 snprintf(what, sizeof what,
-                         "%s isa=%d threads=%u pf=%zu/%zu xb=%zu M=%zu K=%zu",
+                         "%s isa=%d threads=%u pf=%#x/%zu xb=%zu M=%zu K=%zu",
                          fx_wtype_name(t), (int)cfgs[c].isa, cfgs[c].threads,
-                         cfgs[c].q8_pf_min_m, cfgs[c].r12_pf,
+                         (unsigned)cfgs[c].q8_pf_rows, cfgs[c].r12_pf,
                          cfgs[c].x_block, bm, sh.k);
                 for (size_t i = 0; i < bm; i++)
                     assert_rows_identical(y + i * sh.n,

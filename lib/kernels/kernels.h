@@ -350,11 +350,14 @@ typedef struct fx_kernels_params {
                             (default 64: below it our kernel is
                             faster) */
     fx_fast_blas fast_blas; /* default FX_FAST_BLAS_AUTO */
-    size_t q8_prefetch_min_m; /* Q8_0 R16 tiles (AVX-512) are prefetched
-                                 in software from this many x rows on; 0
-                                 (the default): the tuned choice for
-                                 this CPU (matmul_q8_avx512.c). Any value
-                                 gives the same bits. */
+    uint32_t q8_prefetch_rows; /* Q8_0 R16 tiles (AVX-512) are
+                                  prefetched in software for a call of m
+                                  x rows when bit min(m, 9) - 1 is set
+                                  (bit 8: every m over 8; a value with
+                                  none of bits 0-8: never); 0 (the
+                                  default): the tuned choice for this
+                                  CPU (matmul_q8_avx512.c). Any value
+                                  gives the same bits. */
     size_t r12_prefetch_bytes; /* one- and two-row R12 (F16, BF16) tasks
                                   on AVX-512 prefetch each stream this
                                   many bytes ahead; 0 (the default): the

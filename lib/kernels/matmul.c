@@ -48,7 +48,7 @@ struct fx_kernels {
     fx_mm_range_fn rows16[FX_QSLOTS];
     fx_pool *pool;
     size_t fast_min_m;
-    size_t q8_pf_min_m;    /* fx_mm_job.q8_pf_min_m */
+    uint32_t q8_pf_rows;   /* fx_mm_job.q8_pf_rows */
     size_t r12_pf_bytes;   /* fx_mm_job.r12_pf_bytes */
     size_t x_block_bytes;  /* fx_mm_job.x_block_bytes */
     fx_fast_blas fast_mode;
@@ -250,8 +250,8 @@ fx_status fx_kernels_create(const fx_alloc *alloc,
     kc->alloc = *alloc;
     kc->isa = isa;
     kc->fast_min_m = p.fast_min_m;
-    kc->q8_pf_min_m = p.q8_prefetch_min_m ? p.q8_prefetch_min_m
-                                          : fx_q8_r16_prefetch_min_m();
+    kc->q8_pf_rows = p.q8_prefetch_rows ? p.q8_prefetch_rows
+                                        : fx_q8_r16_prefetch_rows();
     kc->r12_pf_bytes = p.r12_prefetch_bytes == SIZE_MAX ? 0
                        : p.r12_prefetch_bytes ? p.r12_prefetch_bytes
                                               : fx_r12_dual_prefetch_bytes();
@@ -605,7 +605,7 @@ fx_status fx_matmul_multi(fx_kernels *kc, const float *x, size_t ldx,
             .w = o->w, .type = o->wtype,
             .row_bytes = fx_wtype_row_bytes(o->wtype, k), .n = o->n, .k = k,
             .y = o->y, .ldy = o->ldy, .xq = NULL, .xq_ld = 0,
-            .q8_pf_min_m = kc->q8_pf_min_m,
+            .q8_pf_rows = kc->q8_pf_rows,
             .r12_pf_bytes = kc->r12_pf_bytes,
             .x_block_bytes = kc->x_block_bytes,
         };

@@ -29,9 +29,9 @@ typedef struct fx_mm_job {
      * stride xq_ld bytes; NULL for the float types. */
     const uint8_t *xq;
     size_t xq_ld;
-    /* Q8_0 R16 on AVX-512: from this many x rows on the tiles are
-     * prefetched in software (fx_kernels_params.q8_prefetch_min_m). */
-    size_t q8_pf_min_m;
+    /* Q8_0 R16 on AVX-512: for which numbers of x rows the tiles are
+     * prefetched in software (fx_kernels_params.q8_prefetch_rows). */
+    uint32_t q8_pf_rows;
     /* R12 two-stream tasks of F16 and BF16 on AVX-512: how far ahead each
      * stream is prefetched in software, bytes; 0: not at all
      * (fx_kernels_params.r12_prefetch_bytes). */
@@ -168,9 +168,9 @@ void fx_mm_q8_portable(const fx_mm_job *job, size_t n0, size_t n1,
  * compiled in. */
 fx_mm_range_fn fx_mm_q8_avx2_range(void);
 fx_mm_range_fn fx_mm_q8_avx512_range(void);
-/* The default of fx_kernels_params.q8_prefetch_min_m for this CPU
+/* The default of fx_kernels_params.q8_prefetch_rows for this CPU
  * (matmul_q8_avx512.c says why). */
-size_t fx_q8_r16_prefetch_min_m(void);
+uint32_t fx_q8_r16_prefetch_rows(void);
 /* The default of fx_kernels_params.x_block_bytes: 1 MiB, see
  * range_groups in matmul_avx2.c. */
 #define FX_MM_X_BLOCK_BYTES ((size_t)1 << 20)

@@ -41,9 +41,9 @@
  * within the 32 zmm registers. */
 #define FX_MR_MAX 8
 
-/* Software prefetch distance in a tile's stream, bytes, and from how many
- * x rows on it is used (job->q8_pf_min_m, fx_q8_r16_prefetch_min_m by
- * default). The prefetch goes into L2 only (prefetcht1): into L1 it
+/* Software prefetch distance in a tile's stream, bytes, and for which
+ * numbers of x rows it is used (job->q8_pf_rows, fx_q8_r16_prefetch_rows
+ * by default). The prefetch goes into L2 only (prefetcht1): into L1 it
  * evicted the x rows' quants and the tile's own lines before the later
  * passes of 8 rows read them. */
 #ifndef FX_Q8_PF
@@ -52,12 +52,24 @@
 
 /* A tile is one sequential stream. While the kernel has little work per
  * byte the hardware prefetcher follows it best alone; with more x rows per
- * pass the work per byte leaves the stream behind without help. So the
- * software prefetch starts at 5 rows; on Zen 5 (AMD family 1Ah), whose
- * prefetcher alone leaves two-row steps short of the bandwidth, at 2 (the
- * one-row tile, tile16, streams best alone there too). */
-size_t fx_q8_r16_prefetch_min_m(void) {
-    return fx_cpu_amd_family() >= 0x1a ? 2 : 5;
+ * pass the work per byte leaves the stream behind without help. So on Zen
+ * 4 the software prefetch starts at 5 rows; on Zen 5 (AMD family 1Ah),
+ * whose prefetcher alone leaves two-row steps short of the bandwidth, at 2
+ * (the one-row tile, tile16, streams best alone there too). On Intel (one
+ * Xeon measured) the prefetch pays at one row and from three on, and two
+ * rows stream best alone. */
+#define PF_FROM(m) (0x1ffu & ~((1u << ((m) - 1)) - 1u))
+uint32_t fx_q8_r16_prefetch_rows(void) {
+    const unsigned amd = fx_cpu_amd_family();
+    if (amd >= 0x1a) return PF_FROM(2);
+    if (amd) return PF_FROM(5);
+    return PF_FROM(1) & ~(1u << 1);
+}
+
+/* Does a call of job->m x rows prefetch (bit min(m, 9) - 1)? */
+static bool prefetch_for(const fx_mm_job *job) {
+    const size_t m = job->m < 9 ? job->m : 9;
+    return m > 0 && ((job->q8_pf_rows >> (m - 1)) & 1u);
 }
 
 /* x rows at a time over every tile of a range, so that their quants stay
@@ -108,7 +120,7 @@ FX_ALWAYS_INLINE FX_VNNI void tile16(const int MR, const bool FULL,
      * offsets are immediates rather than multiples of a run-time stride:
      * fewer address operations per block where five or more x rows leave
      * the loop the least slack; one row too, without the software
-     * prefetch (fx_q8_r16_prefetch_min_m). Two and four rows are slower
+     * prefetch (fx_q8_r16_prefetch_rows). Two and four rows are slower
      * with it and keep the run-time form. The same offsets either way:
      * same bits. */
     if (FULL && (MR == 1 || MR >= 5)) rows = FX_R16_ROWS;
@@ -228,8 +240,7 @@ static FX_VNNI void range_r16(const fx_mm_job *job, size_t n0, size_t n1) {
                     yr[r] = job->y + (m + r) * job->ldy + t0;
                 }
                 fns[mr - 1](xr, nb, tile, rows,
-                            m == m0 && job->m >= job->q8_pf_min_m, store_mask,
-                            yr);
+                            m == m0 && prefetch_for(job), store_mask, yr);
             }
         }
     }
@@ -524,7 +535,7 @@ fx_mm_range_fn fx_mm_q8_avx512_range(void) { return range_vnni; }
 
 #else /* not x86-64 GCC/Clang */
 
-size_t fx_q8_r16_prefetch_min_m(void) { return 5; }
+uint32_t fx_q8_r16_prefetch_rows(void) { return 0x1f0u; }
 fx_mm_range_fn fx_mm_q8_avx512_range(void) { return NULL; }
 
 #endif
