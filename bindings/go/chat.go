@@ -121,22 +121,9 @@ func ApplyChatTemplate(tmpl string, msgs []ChatMessage, flags ChatFlags) (string
 	defer mem.free()
 	arr, n := chatMessages(&mem, msgs)
 	ct := mem.str(tmpl)
-	var errbuf [1024]C.char
-	buf := make([]byte, 1024)
-	for {
-		var needed C.size_t
-		st := Status(C.fx_chat_apply_template(ct, arr, n, C.uint32_t(flags),
-			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed,
-			&errbuf[0], C.size_t(len(errbuf))))
-		switch st {
-		case StatusOK:
-			return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), nil
-		case ErrBufferTooSmall:
-			buf = make([]byte, needed)
-		default:
-			return "", &Error{Op: "fx_chat_apply_template", Status: st, Message: C.GoString(&errbuf[0])}
-		}
-	}
+	return sizedText("fx_chat_apply_template", func(buf *C.char, cap C.size_t, needed *C.size_t, errbuf *C.char, errcap C.size_t) C.fx_status {
+		return C.fx_chat_apply_template(ct, arr, n, C.uint32_t(flags), buf, cap, needed, errbuf, errcap)
+	})
 }
 
 // DetectChatTemplate names the family of template text (or of a family

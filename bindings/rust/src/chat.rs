@@ -78,31 +78,19 @@ pub fn apply_chat_template(
 ) -> Result<String> {
     let (arr, _keep) = chat_messages(msgs)?;
     let tmpl = cstring(template)?;
-    let mut err = [0u8; 1024];
-    let mut buf = vec![0u8; 1024];
-    loop {
-        let mut needed = 0usize;
-        let st = unsafe {
-            sys::fx_chat_apply_template(
-                tmpl.as_ptr(),
-                arr.as_ptr(),
-                arr.len(),
-                opts.flags(),
-                buf.as_mut_ptr() as *mut c_char,
-                buf.len(),
-                &mut needed,
-                err.as_mut_ptr() as *mut c_char,
-                err.len(),
-            )
-        };
-        if st == sys::FX_OK {
-            return Ok(errbuf_text(&buf));
-        }
-        if st != sys::FX_ERR_BUFFER_TOO_SMALL {
-            return Err(Error::new(st, errbuf_text(&err)));
-        }
-        buf = vec![0u8; needed];
-    }
+    sized_text(|buf, cap, needed, err, err_cap| unsafe {
+        sys::fx_chat_apply_template(
+            tmpl.as_ptr(),
+            arr.as_ptr(),
+            arr.len(),
+            opts.flags(),
+            buf,
+            cap,
+            needed,
+            err,
+            err_cap,
+        )
+    })
 }
 
 /// Options of `render_chat_template` (fx_chat_options).
