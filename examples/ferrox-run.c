@@ -29,8 +29,8 @@
  *
  * --mapped: compute from the file's mapping (FX_MODEL_MAPPED_WEIGHTS),
  * the same tokens: no copy of the weights at the first batcher, so a
- * faster start; on CPUs with AVX-512 VNNI the block-quantized types then
- * decode slower (docs/performance.md has both).
+ * faster start, but decode reads the page cache's small pages, slower
+ * than the copy (docs/performance.md has both).
  *
  * Each row's finish reason and token counts go to stderr after the output.
  * A grammar-bound row (--grammar-file, --json, --json-schema) that hit
