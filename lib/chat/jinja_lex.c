@@ -65,22 +65,8 @@ static bool is_ident(char ch, bool first) {
 }
 
 static void put_cp(jctx *c, jout *o, uint32_t cp) {
-    char b[4];
-    size_t n;
-    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6)); b[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | (cp >> 12)); b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18)); b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); b[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    fx_jout_put(c, o, b, n);
+    unsigned char b[4];
+    fx_jout_put(c, o, (const char *)b, fx_utf8_encode(cp, b));
 }
 
 /* A quoted literal, decoded as jinja2 does it: Python's unicode-escape

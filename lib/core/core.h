@@ -99,6 +99,10 @@ fx_status fx_params_copy(void *dst, size_t known_size, const void *src,
  * caller's struct may be an older, smaller layout than ours. */
 void fx_struct_init(void *p, size_t size);
 
+/* Writes code point cp (at most U+10FFFF) as UTF-8 into out (4 bytes of
+ * room); returns the length. */
+size_t fx_utf8_encode(uint32_t cp, unsigned char *out);
+
 /* Sets one member to its default only if the member lies wholly inside the
  * caller's `size` bytes (see fx_struct_init). */
 #define FX_INIT_MEMBER(p, size, type, member, value)                        \

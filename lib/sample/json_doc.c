@@ -90,26 +90,6 @@ static int hex4(const char *p, uint32_t *out) {
     return 1;
 }
 
-static size_t utf8_put(uint32_t cp, char *out) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Checks one UTF-8 character at p (RFC 3629: no overlongs, surrogates or
  * values past U+10FFFF); returns its length or 0. */
 static size_t utf8_valid(const unsigned char *p, const unsigned char *end) {
@@ -175,7 +155,7 @@ static fx_status parse_string(jparser *ps, uint32_t *off, uint32_t *len) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
             char u[4];
-            if (!put_bytes(ps, u, utf8_put(cp, u))) return ps->status;
+            if (!put_bytes(ps, u, fx_utf8_encode(cp, (unsigned char *)u))) return ps->status;
             continue;
         }
         default:

@@ -86,8 +86,6 @@ int32_t fx_vocab_merge_rank(const struct fx_vocab *v, const char *text,
  * byte does not start one (overlong, surrogate, > U+10FFFF, truncated,
  * stray continuation byte). */
 size_t fx_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
-/* Writes cp as UTF-8 into out (4 bytes room); returns the length. */
-size_t fx_utf8_encode(uint32_t cp, unsigned char *out);
 
 /* A code point's classes for the pre-tokenizers (pretok.c). */
 enum {
