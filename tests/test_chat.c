@@ -18,6 +18,7 @@
 
 #include <ferrox.h>
 
+#include "fault_alloc.h"
 #include "gguf_writer.h"
 #include "test_util.h"
 
@@ -704,34 +705,6 @@ static void test_model_template(void **state) {
 
 /* ---- allocation failure (RELIABILITY G43) ---- */
 
-typedef struct fault_alloc {
-    long calls;
-    long fail_at;   /* fail this call (1-based) and every later one; 0 never */
-    long live;
-} fault_alloc;
-
-static void *fa_malloc(void *user, size_t size) {
-    fault_alloc *f = user;
-    if (f->fail_at && ++f->calls >= f->fail_at) return NULL;
-    void *p = malloc(size);
-    if (p) f->live++;
-    return p;
-}
-
-static void *fa_realloc(void *user, void *ptr, size_t size) {
-    fault_alloc *f = user;
-    if (f->fail_at && ++f->calls >= f->fail_at) return NULL;
-    void *p = realloc(ptr, size);
-    if (p && !ptr) f->live++;
-    return p;
-}
-
-static void fa_free(void *user, void *ptr) {
-    fault_alloc *f = user;
-    if (ptr) f->live--;
-    free(ptr);
-}
-
 static void test_allocation_failure(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -742,28 +715,24 @@ static void test_allocation_failure(void **state) {
     const char *path = fx_test_tmp_path("chat-alloc.gguf");
     assert_int_equal(gw_write_model(path, &spec), 0);
 
-    fault_alloc fa = { 0, 0, 0 };
+    fx_fault_alloc fa = {0};
     fx_model_params params;
     fx_model_params_init(&params);
     params.flags = FX_MODEL_VOCAB_ONLY;
-    params.allocator.malloc_fn = fa_malloc;
-    params.allocator.realloc_fn = fa_realloc;
-    params.allocator.free_fn = fa_free;
-    params.allocator.user = &fa;
+    params.allocator = fx_fault_allocator(&fa);
     fx_model *m = NULL;
     assert_int_equal(fx_model_load(path, &params, &m, NULL, 0), FX_OK);
     remove(path);
     long live = fa.live;
     char buf[512];
     size_t needed = 0;
-    fa.calls = 0;
-    fa.fail_at = 1;
+    fx_fault_plan(&fa, 1, 1);
     assert_int_equal(fx_chat_apply(m, NULL, conv4, 4, 0, buf, sizeof buf,
                                    &needed), FX_ERR_NOMEM);
     assert_string_equal(buf, "");
     assert_int_equal(fa.live, live);
     /* Still usable once memory is back. */
-    fa.fail_at = 0;
+    fx_fault_stop(&fa);
     assert_int_equal(fx_chat_apply(m, NULL, conv4, 4, 0, buf, sizeof buf,
                                    &needed), FX_OK);
     assert_int_equal(fa.live, live);

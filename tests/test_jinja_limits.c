@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "chat/jinja.h"
+#include "fault_alloc.h"
 #include "test_util.h"
 
 static const fx_chat_msg one_user[] = { { FX_CHAT_ROLE_USER, "hi", 2 } };
@@ -268,36 +269,10 @@ static void test_bytes(void **state) {
 
 /* ---- allocation failure at every allocation ---- */
 
-typedef struct fault_alloc {
-    long calls, fail_at, live;
-} fault_alloc;
-
-static void *fa_malloc(void *user, size_t size) {
-    fault_alloc *f = user;
-    if (f->fail_at && ++f->calls >= f->fail_at) return NULL;
-    void *p = malloc(size);
-    if (p) f->live++;
-    return p;
-}
-
-static void *fa_realloc(void *user, void *ptr, size_t size) {
-    fault_alloc *f = user;
-    if (f->fail_at && ++f->calls >= f->fail_at) return NULL;
-    void *p = realloc(ptr, size);
-    if (p && !ptr) f->live++;
-    return p;
-}
-
-static void fa_free(void *user, void *ptr) {
-    fault_alloc *f = user;
-    if (ptr) f->live--;
-    free(ptr);
-}
-
 static void test_allocation_failure(void **state) {
     (void)state;
-    fault_alloc fa = { 0, 0, 0 };
-    fx_allocator hooks = { fa_malloc, fa_realloc, fa_free, &fa };
+    fx_fault_alloc fa = {0};
+    fx_allocator hooks = fx_fault_allocator(&fa);
     fx_alloc alloc;
     assert_int_equal(fx_alloc_init(&alloc, &hooks), FX_OK);
     fx_jinja_limits lim;
@@ -309,8 +284,7 @@ static void test_allocation_failure(void **state) {
     const char *ctx = "{\"x\": {\"a\": [1, 2.5, \"s\", null, true]}}";
     long failures = 0;
     for (long k = 1;; k++) {
-        fa.calls = 0;
-        fa.fail_at = k;
+        fx_fault_plan(&fa, k, 1);
         outcome o = run_with(&alloc, tmpl, strlen(tmpl), &lim, ctx);
         assert_int_equal(fa.live, 0);
         if (o.status == FX_OK) {
