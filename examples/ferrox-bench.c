@@ -452,7 +452,9 @@ static int usage(FILE *f) {
 "         [--bandwidth-gbps X] [--peak-gflops Y]\n"
 "\n"
 "--mapped loads with FX_MODEL_MAPPED_WEIGHTS (weights used from the file's\n"
-"mapping, not copied nor repacked).\n"
+"mapping, not copied nor repacked); without it, with FX_MODEL_EAGER_COPY\n"
+"(the copy made whole before the first step, not over the first steps):\n"
+"the figures are the steady state's.\n"
 "\n"
 "One JSON object per line, medians over --repeats (default 3):\n"
 "  roofline   the machine, with --threads threads, the best of 7 runs each\n"
@@ -623,7 +625,7 @@ int main(int argc, char **argv) {
     char err[512];
     fx_model_params mp;
     fx_model_params_init(&mp);
-    if (mapped) mp.flags |= FX_MODEL_MAPPED_WEIGHTS;
+    mp.flags |= mapped ? FX_MODEL_MAPPED_WEIGHTS : FX_MODEL_EAGER_COPY;
     progress("loading %s", o.model);
     fx_status st = fx_model_load(o.model, &mp, &m, err, sizeof err);
     if (st != FX_OK) return cli_fail("ferrox-bench", o.model, fx_status_str(st), err);

@@ -4,7 +4,7 @@
  *   ferrox-run --model M (--prompt P | --prompts-file F) [--max-tokens N]
  *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
  *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
- *              [--stop S]... [--ids] [--fast] [--mapped]
+ *              [--stop S]... [--ids] [--fast] [--mapped | --eager-copy]
  *              [--grammar-file F | --json | --json-schema F]
  *              [--repeat-penalty R]
  *              [--typical-p P]
@@ -28,9 +28,11 @@
  * the subset with where it is), and the exit status is 1.
  *
  * --mapped: compute from the file's mapping (FX_MODEL_MAPPED_WEIGHTS),
- * the same tokens: no copy of the weights at the first batcher, so a
- * faster start, but decode reads the page cache's small pages, slower
- * than the copy (docs/performance.md has both).
+ * the same tokens: no copy of the weights, but decode reads the page
+ * cache's small pages, slower than the copy (docs/performance.md has
+ * both). By default the copy is made over the first 32 steps, the first
+ * token computed from the mapping; --eager-copy (FX_MODEL_EAGER_COPY)
+ * makes it whole before the first step.
  *
  * Each row's finish reason and token counts go to stderr after the output.
  * A grammar-bound row (--grammar-file, --json, --json-schema) that hit
@@ -60,7 +62,7 @@ typedef struct options {
     size_t grammar_len;
     int json;
     uint64_t seed;
-    int ignore_eos, ids, fast, mapped;
+    int ignore_eos, ids, fast, mapped, eager_copy;
     const char *stops[MAX_STOPS];
     size_t n_stops;
 } options;
@@ -82,7 +84,8 @@ static int usage(FILE *f) {
             "usage: ferrox-run --model M (--prompt P | --prompts-file F)\n"
             "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
-            "         [--ignore-eos] [--stop S]... [--ids] [--fast] [--mapped]\n"
+            "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n"
+            "         [--mapped | --eager-copy]\n"
             "         [--chat [--system S] [--template NAME]]\n"
             "         [--grammar-file F | --json | --json-schema F]\n"
             "         [--repeat-penalty R]\n"
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (cli_is(&c, "--ids")) o->ids = 1;
         else if (cli_is(&c, "--fast")) o->fast = 1;
         else if (cli_is(&c, "--mapped")) o->mapped = 1;
+        else if (cli_is(&c, "--eager-copy")) o->eager_copy = 1;
         else if (cli_is(&c, "--chat")) o->chat = 1;
         else if (cli_is(&c, "--json")) o->json = 1;
         else if (cli_is(&c, "--max-tokens")) bad = cli_u32(&c, 1, UINT32_MAX, &o->max_tokens);
@@ -332,6 +336,7 @@ int main(int argc, char **argv) {
     fx_model_params mp;
     fx_model_params_init(&mp);
     if (o.mapped) mp.flags |= FX_MODEL_MAPPED_WEIGHTS;
+    if (o.eager_copy) mp.flags |= FX_MODEL_EAGER_COPY;
     fx_status st = fx_model_load(o.model, &mp, &model, err, sizeof err);
     if (st != FX_OK) {
         free(o.grammar);

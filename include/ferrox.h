@@ -356,11 +356,21 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         float and Q8_0 matrices (and, on
                                         CPUs with AVX-512 VNNI, the
                                         block-quantized ones) are copied
-                                        once, at the first batcher, into
-                                        huge pages and the order
-                                        the kernels stream fastest (the
-                                        same bits either way; decode is
-                                        slower from the mapping) */
+                                        into huge pages and the order the
+                                        kernels stream fastest (the same
+                                        bits either way; decode is slower
+                                        from the mapping): a slice at each
+                                        fx_step from a batcher's second
+                                        forward pass on, about a 32nd a
+                                        step, so the first token comes at
+                                        once */
+#define FX_MODEL_EAGER_COPY 0x4u /**< fx_model_params::flags: make that
+                                    copy whole in the first
+                                    fx_batcher_create over the model
+                                    instead of over the first steps: a
+                                    slower start, every step at full
+                                    speed (ignored with
+                                    FX_MODEL_MAPPED_WEIGHTS) */
 
 /** How to load a model; prepare with fx_model_params_init. */
 typedef struct fx_model_params {
@@ -415,10 +425,12 @@ static inline void fx_model_params_init(fx_model_params *params) {
  * the model is loaded (reading a truncated mapping raises SIGBUS). The
  * F32, F16, BF16 and Q8_0 weight matrices get a buffer, through the
  * allocator, of huge pages (as many bytes as the tensors) here, and are
- * copied into the order the kernels stream fastest by the first
- * fx_batcher_create over the model, on its threads (their pages of the
- * mapping are then released), unless params.flags has
- * FX_MODEL_MAPPED_WEIGHTS. Block-quantized matrices (Q4_0 to Q6_K, IQ4_NL,
+ * copied into the order the kernels stream fastest by the batchers over
+ * the model, on their threads, a slice in each fx_step from a batcher's
+ * second forward pass on (the first runs from the mapping, and so every
+ * matrix until its copy is whole), or all in the first fx_batcher_create
+ * with FX_MODEL_EAGER_COPY; a copied matrix's pages of the mapping are
+ * released. None of this with FX_MODEL_MAPPED_WEIGHTS. Block-quantized matrices (Q4_0 to Q6_K, IQ4_NL,
  * IQ4_XS) are copied the same way on CPUs with AVX-512 VNNI, into groups
  * of 16 rows those kernels read without transposing; elsewhere they are
  * computed from the mapping, whose layout is what the kernels read. The

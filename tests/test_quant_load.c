@@ -193,8 +193,9 @@ typedef struct loaded {
     fx_forward *f;
 } loaded;
 
-/* repack: the copy a model load plans (fx_weights_repack), or none: every
- * matrix read from the file as it is. */
+/* repack: the copy a model load plans (fx_weights_repack), made whole at
+ * the forward's creation, or none: every matrix read from the file as it
+ * is. */
 static fx_status load_as(loaded *l, const gw_buf *b, unsigned threads,
                          bool repack, fx_error *err) {
     memset(l, 0, sizeof *l);
@@ -208,7 +209,8 @@ static fx_status load_as(loaded *l, const gw_buf *b, unsigned threads,
     assert_int_equal(fx_weights_bind(l->g, &l->hp, &l->alloc, &l->w, err),
                      FX_OK);
     if (repack)
-        assert_int_equal(fx_weights_repack(&l->w, &l->hp, l->g, &l->alloc, err),
+        assert_int_equal(fx_weights_repack(&l->w, &l->hp, l->g, true,
+                                           &l->alloc, err),
                          FX_OK);
     fx_kernels_params kp;
     fx_kernels_params_init(&kp);
@@ -243,14 +245,15 @@ static int in_file(const loaded *l, const fx_matrix *m) {
  * (read by row) always from the file. Returns how many are in groups. */
 static int assert_placed(const loaded *l) {
     int grouped = 0;
-    const fx_matrix *e = &l->w.tok_embd;
+    const fx_weights *w = fx_forward_weights(l->f);
+    const fx_matrix *e = &w->tok_embd;
     if (fx_qtype_of(e->type)) assert_true(in_file(l, e));
     const fx_matrix *all[1 + 7 * 8];
     size_t n = 0;
-    if (l->w.output.data != e->data) all[n++] = &l->w.output;
+    if (w->output.data != e->data) all[n++] = &w->output;
     assert_true(l->hp.n_layer <= 8);
     for (uint32_t i = 0; i < l->hp.n_layer; i++) {
-        const fx_layer_weights *y = &l->w.layers[i];
+        const fx_layer_weights *y = &w->layers[i];
         const fx_matrix *m[] = {&y->wq, &y->wk, &y->wv, &y->wo,
                                 &y->w_gate, &y->w_up, &y->w_down};
         for (size_t j = 0; j < 7; j++) all[n++] = m[j];
@@ -551,72 +554,110 @@ static void test_byte_count_check(void **state) {
     gw_free(&q);
 }
 
-/* ---- the repack at the first forward ---- */
+/* ---- the copy the forward passes make ---- */
 
-/* A loaded model's copy (fx_weights_repack, then fx_weights_finish on a
- * pool of 2 threads, in pieces of about 4 MB) is byte for byte the whole
- * matrix repacked at once: an output of F32, F16 or Q8_0 rows big enough
- * for several pieces, whose row count (15502) ends in a partial tile of
- * 12 and of 16 rows. Before the finish the matrices are the file's. */
+/* The bytes `from` (the file's matrix) becomes in the layout `to`. */
+static uint8_t *repacked_bytes(const fx_matrix *from, fx_wtype to) {
+    const size_t bytes =
+        (size_t)from->n * fx_wtype_row_bytes(from->type, from->k);
+    uint8_t *want = malloc(bytes);
+    assert_non_null(want);
+    if (to == FX_WTYPE_Q8_0_R16)
+        assert_int_equal(fx_q8_0_repack_r16(want, from->data, from->n,
+                                            from->k),
+                         FX_OK);
+    else if (fx_wtype_is_r12(to))
+        assert_int_equal(fx_float_repack_r12(want, from->data, from->type,
+                                             from->n, from->k),
+                         FX_OK);
+    else
+        memcpy(want, from->data, bytes);
+    return want;
+}
+
+/* A loaded model's copy (fx_weights_repack; made by its forward passes'
+ * views on a pool of 2 threads, in pieces of about 4 MB) is byte for byte
+ * the whole matrix repacked at once: an output of F32, F16 or Q8_0 rows
+ * big enough for several pieces, whose row count (15502) ends in a
+ * partial tile of 12 and of 16 rows. Eager: copied when the first view is
+ * made. Lazy: a view reads the file's matrix until every piece of it is
+ * copied, a slice at each step, two views sharing the work; the model's
+ * own weights stay the file's. */
 static void test_repack_pieces(void **state) {
     (void)state;
     const uint32_t types[] = {FX_WTYPE_F32, FX_WTYPE_F16, FX_WTYPE_Q8_0};
-    for (size_t ti = 0; ti < 3; ti++) {
-        gw_model_spec spec;
-        gw_model_spec_default(&spec);
-        spec.n_embd = 256;
-        spec.n_ff = 256;
-        spec.n_layer = 1;
-        spec.n_vocab = 15502;
-        spec.type = types[ti];
-        spec.seed = 17;
-        gw_buf b = {0};
-        gw_build_model(&b, &spec);
-        fx_alloc alloc;
-        fx_alloc_init(&alloc, NULL);
-        fx_gguf *g;
-        fx_error err;
-        fx_hparams hp;
-        fx_weights w;
-        assert_int_equal(fx_gguf_open_memory(b.data, b.len, &alloc, &g, &err),
-                         FX_OK);
-        assert_int_equal(fx_hparams_load(g, &hp, &err), FX_OK);
-        assert_int_equal(fx_weights_bind(g, &hp, &alloc, &w, &err), FX_OK);
-        const fx_matrix file_out = w.output;
-        assert_int_equal(fx_weights_repack(&w, &hp, g, &alloc, &err), FX_OK);
-        assert_ptr_equal(w.output.data, file_out.data);
-        fx_pool *pool;
-        assert_int_equal(fx_pool_create(&alloc, 2, &pool, &err), FX_OK);
-        fx_weights_finish(&w, pool);
-        fx_weights_finish(&w, pool); /* once only */
-        fx_pool_free(pool);
-        assert_ptr_not_equal(w.output.data, file_out.data);
-        const size_t bytes = (size_t)file_out.n *
-                             fx_wtype_row_bytes(file_out.type, file_out.k);
-        uint8_t *want = malloc(bytes);
-        assert_non_null(want);
-        if (w.output.type == FX_WTYPE_Q8_0_R16)
-            assert_int_equal(fx_q8_0_repack_r16(want, file_out.data,
-                                                file_out.n, file_out.k),
+    for (size_t ti = 0; ti < 3; ti++)
+        for (int eager = 0; eager < 2; eager++) {
+            gw_model_spec spec;
+            gw_model_spec_default(&spec);
+            spec.n_embd = 256;
+            spec.n_ff = 256;
+            spec.n_layer = 1;
+            spec.n_vocab = 15502;
+            spec.type = types[ti];
+            spec.seed = 17;
+            gw_buf b = {0};
+            gw_build_model(&b, &spec);
+            fx_alloc alloc;
+            fx_alloc_init(&alloc, NULL);
+            fx_gguf *g;
+            fx_error err;
+            fx_hparams hp;
+            fx_weights w, v1, v2;
+            assert_int_equal(
+                fx_gguf_open_memory(b.data, b.len, &alloc, &g, &err), FX_OK);
+            assert_int_equal(fx_hparams_load(g, &hp, &err), FX_OK);
+            assert_int_equal(fx_weights_bind(g, &hp, &alloc, &w, &err), FX_OK);
+            const fx_matrix file_out = w.output;
+            assert_int_equal(fx_weights_repack(&w, &hp, g, eager != 0, &alloc,
+                                               &err),
                              FX_OK);
-        else if (fx_wtype_is_r12(w.output.type))
-            assert_int_equal(fx_float_repack_r12(want, file_out.data,
-                                                 file_out.type, file_out.n,
-                                                 file_out.k),
-                             FX_OK);
-        else
-            memcpy(want, file_out.data, bytes);
-        assert_int_equal(fx_wtype_unpacked(w.output.type) ==
-                                 FX_WTYPE_Q8_0_R16
-                             ? FX_WTYPE_Q8_0
-                             : fx_wtype_unpacked(w.output.type),
-                         file_out.type);
-        assert_memory_equal(w.output.data, want, bytes);
-        free(want);
-        fx_weights_free(&w, &alloc);
-        fx_gguf_close(g);
-        gw_free(&b);
-    }
+            assert_ptr_equal(w.output.data, file_out.data);
+            fx_pool *pool;
+            assert_int_equal(fx_pool_create(&alloc, 2, &pool, &err), FX_OK);
+            assert_int_equal(
+                fx_weights_view_init(&w, &hp, pool, &alloc, &v1, &err), FX_OK);
+            assert_int_equal(
+                fx_weights_view_init(&w, &hp, NULL, &alloc, &v2, &err), FX_OK);
+            int steps = 0;
+            if (eager) {
+                assert_ptr_not_equal(v1.output.data, file_out.data);
+            } else {
+                assert_ptr_equal(v1.output.data, file_out.data);
+                /* a view sees a copy once whole, the one that finished
+                 * it at once, the other at its next step */
+                while (v1.output.data == file_out.data ||
+                       v2.output.data == file_out.data) {
+                    fx_weights_view_step(&w, &v1, pool);
+                    fx_weights_view_step(&w, &v2, NULL);
+                    if (v1.output.data == file_out.data)
+                        assert_int_equal(v1.output.type, file_out.type);
+                    if (v2.output.data == file_out.data)
+                        assert_int_equal(v2.output.type, file_out.type);
+                    assert_true(++steps <= 32);
+                }
+            }
+            assert_ptr_equal(v2.output.data, v1.output.data);
+            assert_ptr_equal(w.output.data, file_out.data);
+            assert_int_equal(w.output.type, file_out.type);
+            assert_int_equal(fx_wtype_unpacked(v1.output.type) ==
+                                     FX_WTYPE_Q8_0_R16
+                                 ? FX_WTYPE_Q8_0
+                                 : fx_wtype_unpacked(v1.output.type),
+                             file_out.type);
+            uint8_t *want = repacked_bytes(&file_out, v1.output.type);
+            assert_memory_equal(v1.output.data, want,
+                                (size_t)file_out.n *
+                                    fx_wtype_row_bytes(file_out.type,
+                                                       file_out.k));
+            free(want);
+            fx_pool_free(pool);
+            fx_weights_view_free(&v1, &alloc);
+            fx_weights_view_free(&v2, &alloc);
+            fx_weights_free(&w, &alloc);
+            fx_gguf_close(g);
+            gw_free(&b);
+        }
 }
 
 /* ---- resident memory ---- */
@@ -693,11 +734,12 @@ static void resident_case(int tied) {
     assert_int_equal(fx_gguf_open(path, &l.alloc, &l.g, &err), FX_OK);
     assert_int_equal(fx_hparams_load(l.g, &l.hp, &err), FX_OK);
     assert_int_equal(fx_weights_bind(l.g, &l.hp, &l.alloc, &l.w, &err), FX_OK);
-    assert_int_equal(fx_weights_repack(&l.w, &l.hp, l.g, &l.alloc, &err),
+    assert_int_equal(fx_weights_repack(&l.w, &l.hp, l.g, false, &l.alloc,
+                                       &err),
                      FX_OK);
     /* nothing to copy (every matrix a block type) unless this CPU reads
-     * them faster in 16-row groups: then they are the copy, and the
-     * mapping's pages go as it is made */
+     * them faster in 16-row groups: then they are the copy, made a slice a
+     * pass, and the mapping's pages of a matrix go once it is copied */
     const bool grouped = fx_kernels_prefer_qr16(FX_WTYPE_Q4_K, spec.n_embd);
     if (!grouped) assert_null(l.w.repacked);
     fx_kernels_params kp;
@@ -711,17 +753,25 @@ static void resident_case(int tied) {
     float *logits = calloc((size_t)N * l.hp.n_vocab, sizeof *logits);
     assert_non_null(logits);
     const size_t logits_bytes = (size_t)N * l.hp.n_vocab * sizeof *logits;
-    generate(&l, tokens, logits);
-    const size_t growth = resident_bytes() - before;
     const size_t kv_bytes =
         fx_kv_block_floats(&l.hp, MAX_CTX) * sizeof(float);
-    /* Every weight page was read by the generation: most of the file is
-     * resident, so the growth is about the file, and a copy would add
-     * another 22 MB. */
-    assert_true(growth >= file_bytes / 2);
-    if (grouped) assert_true(fx_wtype_is_qr16(l.w.layers[0].w_down.type));
-    assert_true(growth <= file_bytes + kv_bytes + logits_bytes +
-                              ((size_t)16 << 20) + sanitizer_overhead(file_bytes));
+    /* Five generations of N - 1 passes: the copy half made after the
+     * first, whole after the last (a 32nd of it a pass). */
+    for (int round = 0; round < 5; round++) {
+        generate(&l, tokens, logits);
+        const size_t growth = resident_bytes() - before;
+        /* Every weight page was read by the generation: most of the file
+         * is resident, so the growth is about the file, and a copy would
+         * add another 22 MB. */
+        assert_true(growth >= file_bytes / 2);
+        assert_true(growth <= file_bytes + kv_bytes + logits_bytes +
+                                  ((size_t)16 << 20) +
+                                  sanitizer_overhead(file_bytes));
+    }
+    const fx_weights *used = fx_forward_weights(l.f);
+    if (grouped)
+        assert_true(fx_wtype_is_qr16(
+            used->layers[l.hp.n_layer - 1].w_down.type));
     free(logits);
     unload(&l);
     unlink(path);

@@ -17,6 +17,10 @@
  *   several threads": four threads tokenize, detokenize and look up
  *   tokens on one model, while the owner thread steps a batcher over the
  *   same model; every result equals the single-threaded one.
+ * - batchers over one model, "each on its own thread": three generate at
+ *   once while their forward passes copy the weights a slice a step
+ *   (model.h, fx_weights_view_step), sharing the work; each row's tokens
+ *   equal those computed from the file's mapping alone.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -360,6 +364,98 @@ static void test_tokenizer_from_threads(void **state) {
     }
 }
 
+/* ---- batchers over one model, each on its own thread ---- */
+
+enum { N_BATCHERS = 3, GEN_TOKENS = 40 };
+
+typedef struct generation {
+    fx_batcher *b;
+    int32_t ids[GEN_TOKENS];
+    size_t n_ids;
+    int failures; /* checked on the main thread: cmocka's asserts are not
+                     for other threads */
+} generation;
+
+static void *generate_alone(void *arg) {
+    generation *g = arg;
+    int32_t prompt[10];
+    for (int i = 0; i < 10; i++) prompt[i] = 3 + (int32_t)((i * 7) % 60);
+    fx_request r;
+    fx_request_init(&r);
+    r.prompt_tokens = prompt;
+    r.n_prompt_tokens = 10;
+    r.max_tokens = GEN_TOKENS;
+    r.flags = FX_REQUEST_IGNORE_EOS;
+    fx_row *row = NULL;
+    if (fx_submit(g->b, &r, &row) != FX_OK) {
+        g->failures++;
+        return NULL;
+    }
+    for (int i = 0; i < 1000 && fx_batcher_pending(g->b) > 0; i++)
+        g->failures += fx_step(g->b) != FX_OK;
+    fx_event ev;
+    while (fx_poll(g->b, &ev))
+        if (ev.type == FX_EVENT_DONE) {
+            g->n_ids = ev.n_tokens <= GEN_TOKENS ? ev.n_tokens : 0;
+            memcpy(g->ids, ev.tokens, g->n_ids * sizeof *g->ids);
+        }
+    return NULL;
+}
+
+static fx_batcher *batcher_over(fx_model *m, uint32_t step_tokens) {
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.max_rows = 2;
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.max_step_tokens = step_tokens;
+    fx_batcher *b = NULL;
+    char err[256];
+    if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
+        fail_msg("create: %s", err);
+    return b;
+}
+
+static void test_batchers_share_model(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.n_layer = 4;
+    spec.seed = 21;
+    const char *path = fx_test_tmp_path("threads-shared.gguf");
+    assert_int_equal(gw_write_model(path, &spec), 0);
+    char err[256];
+    fx_model_params mp;
+    fx_model_params_init(&mp);
+    mp.flags = FX_MODEL_MAPPED_WEIGHTS;
+    fx_model *mapped = NULL;
+    assert_int_equal(fx_model_load(path, &mp, &mapped, err, sizeof err), FX_OK);
+    generation want = {batcher_over(mapped, 64), {0}, 0, 0};
+    generate_alone(&want);
+    assert_int_equal(want.failures, 0);
+    assert_int_equal(want.n_ids, GEN_TOKENS);
+    fx_batcher_free(want.b);
+    fx_model_free(mapped);
+
+    fx_model *m = NULL;
+    assert_int_equal(fx_model_load(path, NULL, &m, err, sizeof err), FX_OK);
+    generation g[N_BATCHERS];
+    pthread_t th[N_BATCHERS];
+    for (int i = 0; i < N_BATCHERS; i++) /* creation must not overlap */
+        g[i] = (generation){batcher_over(m, 3 + 4 * (uint32_t)i), {0}, 0, 0};
+    for (int i = 0; i < N_BATCHERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, generate_alone, &g[i]), 0);
+    for (int i = 0; i < N_BATCHERS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(g[i].failures, 0);
+        assert_int_equal(g[i].n_ids, GEN_TOKENS);
+        assert_memory_equal(g[i].ids, want.ids, sizeof want.ids);
+        fx_batcher_free(g[i].b);
+    }
+    fx_model_free(m);
+    remove(path);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("threads.gguf"));
@@ -381,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_from_threads),
         cmocka_unit_test(test_cancel_from_threads_while_workers_run),
         cmocka_unit_test(test_tokenizer_from_threads),
+        cmocka_unit_test(test_batchers_share_model),
     };
     return cmocka_run_group_tests_name("threads", tests, setup, teardown);
 }

@@ -668,11 +668,12 @@ func TestMetadataAndTensors(t *testing.T) {
 	}
 }
 
-// The same tokens computed from the file mapping as from the copy.
+// The same tokens computed from the file mapping as from the copy, made
+// over the first steps or at once.
 func TestMappedWeights(t *testing.T) {
 	var texts []string
-	for _, mapped := range []bool{false, true} {
-		m, err := LoadModel(modelPath(t), &ModelOptions{MappedWeights: mapped})
+	for _, opts := range []ModelOptions{{}, {MappedWeights: true}, {EagerCopy: true}} {
+		m, err := LoadModel(modelPath(t), &opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -681,7 +682,7 @@ func TestMappedWeights(t *testing.T) {
 		b.Close()
 		m.Close()
 	}
-	if texts[0] == "" || texts[0] != texts[1] {
-		t.Fatalf("copied %q, mapped %q", texts[0], texts[1])
+	if texts[0] == "" || texts[0] != texts[1] || texts[0] != texts[2] {
+		t.Fatalf("copied %q, mapped %q, copied at once %q", texts[0], texts[1], texts[2])
 	}
 }

@@ -26,6 +26,10 @@ type ModelOptions struct {
 	// (FX_MODEL_MAPPED_WEIGHTS): pages shared between processes, slower
 	// decode.
 	MappedWeights bool
+	// EagerCopy makes the copy of the weights whole when the first
+	// Batcher is created (FX_MODEL_EAGER_COPY) instead of a slice in each
+	// of a Batcher's first steps: a slower start, every step at full speed.
+	EagerCopy bool
 }
 
 // Model is a loaded GGUF model (fx_model). Its methods are safe for
@@ -52,6 +56,9 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 	}
 	if opts != nil && opts.MappedWeights {
 		p.flags |= C.FX_MODEL_MAPPED_WEIGHTS
+	}
+	if opts != nil && opts.EagerCopy {
+		p.flags |= C.FX_MODEL_EAGER_COPY
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))

@@ -85,13 +85,14 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
-    if (p.flags & ~(FX_MODEL_VOCAB_ONLY | FX_MODEL_MAPPED_WEIGHTS)) {
+    const uint32_t known = FX_MODEL_VOCAB_ONLY | FX_MODEL_MAPPED_WEIGHTS |
+                           FX_MODEL_EAGER_COPY;
+    if (p.flags & ~known) {
         /* Refused like unknown batcher and request flags: a flag from a
          * newer header must not be silently ignored by an older library. */
         st = fx_fail(&load_err, FX_ERR_INVALID_ARG,
                      "fx_model_params.flags: unknown bits 0x%x",
-                     (unsigned)(p.flags & ~(FX_MODEL_VOCAB_ONLY |
-                                            FX_MODEL_MAPPED_WEIGHTS)));
+                     (unsigned)(p.flags & ~known));
         fx_error_copy(&load_err, errbuf, errbuf_size);
         return st;
     }
@@ -142,6 +143,7 @@ fx_status fx_model_load(const char *path, const fx_model_params *params,
         model->has_weights = 1;
         if (!(p.flags & FX_MODEL_MAPPED_WEIGHTS) &&
             (st = fx_weights_repack(&model->weights, &model->hp, model->gguf,
+                                    (p.flags & FX_MODEL_EAGER_COPY) != 0,
                                     &alloc, &load_err)) != FX_OK)
             goto fail;
     }

@@ -18,7 +18,10 @@
 struct fx_forward {
     fx_alloc alloc;
     const fx_hparams *hp;
-    const fx_weights *w;
+    const fx_weights *model_w; /* shared with other forward passes */
+    fx_weights view;           /* this pass's: model.h, fx_weights_view_init */
+    const fx_weights *w;       /* &view */
+    bool ran;                  /* a pass has run: the next copies a slice */
     fx_kernels *kc;
     fx_attn_kernels ak;
     fx_swiglu_fn ffn_gate;   /* SwiGLU or GeGLU (hp->ffn_act) */
@@ -79,6 +82,7 @@ void fx_forward_free(fx_forward *f) {
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
         fx_free(&alloc, buffers[i]);
     fx_free(&alloc, f->layer_slot);
+    fx_weights_view_free(&f->view, &alloc);
     fx_free(&alloc, f);
 }
 
@@ -90,12 +94,12 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
     if (max_tokens == 0 || max_ctx == 0)
         return fx_fail(err, FX_ERR_INVALID_ARG,
                        "forward: max_tokens and max_ctx must be positive");
-    fx_weights_finish(w, fx_kernels_pool(kc));
     fx_forward *f = fx_calloc(alloc, 1, sizeof *f);
     if (!f) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
     f->alloc = *alloc;
     f->hp = hp;
-    f->w = w;
+    f->model_w = w;
+    f->w = &f->view;
     f->kc = kc;
     fx_attn_kernels_init(&f->ak, fx_kernels_isa(kc));
     f->ffn_gate = hp->ffn_act == FX_FFN_GELU ? fx_geglu_for(fx_kernels_isa(kc))
@@ -143,9 +147,17 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
                        "out of memory for forward scratch (%u tokens)",
                        max_tokens);
     }
+    fx_status st = fx_weights_view_init(w, hp, fx_kernels_pool(kc), alloc,
+                                        &f->view, err);
+    if (st != FX_OK) {
+        fx_forward_free(f);
+        return st;
+    }
     *out = f;
     return FX_OK;
 }
+
+const fx_weights *fx_forward_weights(const fx_forward *f) { return f->w; }
 
 /* ---- KV addressing ---- */
 
@@ -413,6 +425,10 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
                          float *logits_out, unsigned flags, fx_error *err) {
     fx_status st = check_tokens(f, tokens, n, views, n_views, err);
     if (st != FX_OK) return st;
+    /* Not before the first pass: a model's first token comes from the
+     * mapping at once, the copy following over the next passes. */
+    if (f->ran) fx_weights_view_step(f->model_w, &f->view, fx_kernels_pool(f->kc));
+    f->ran = true;
     const fx_hparams *hp = f->hp;
     const fx_weights *w = f->w;
     const uint32_t d = hp->n_embd, ff = hp->n_ff;

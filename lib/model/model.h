@@ -115,7 +115,8 @@ typedef struct fx_weights {
     const float *rope_long, *rope_short; /* phi3 LongRoPE: [n_rot/2] or NULL */
     fx_layer_weights *layers;        /* [n_layer] */
     void *repacked;                  /* fx_weights_repack's copy, or NULL */
-    fx_weights_pending *pending;     /* the copy fx_weights_finish makes */
+    fx_weights_pending *pending;     /* the copy's plan and progress */
+    size_t n_published;              /* a view's: copies it points at */
 } fx_weights;
 
 /* Points every field into the mapped file; fx_hparams_load must have
@@ -134,19 +135,29 @@ fx_status fx_weights_bind(const fx_gguf *gguf, const fx_hparams *hp,
  * the kernels prefer it (fx_kernels_prefer_r12: AVX-512) and N is even
  * and K % 8 == 0, the others as they are: the same bits out of every
  * matmul, decode faster than from the file mapping. The allocation is
- * made here, so running out of memory fails the load; the copy is
- * fx_weights_finish's. On failure w is unchanged. */
+ * made here, so running out of memory fails the load; the copy is made by
+ * the views (below): whole at the first view's creation if eager, else a
+ * slice per forward pass from each view's second on. On failure w is
+ * unchanged. */
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
-                            const fx_gguf *gguf, const fx_alloc *alloc,
-                            fx_error *err);
-/* Makes the copy fx_weights_repack planned, once, on pool's threads (NULL:
- * the caller's), and points the matrices there; the file's pages of those
- * tensors are released (fx_gguf_release), so the copy does not double the
- * resident memory. Called by fx_forward_create: the model's load reads no
- * weight, and the first batcher's threads share the copy. Thread-safe: a
- * second caller waits for the first's copy. Nothing to do without a
- * plan. */
-void fx_weights_finish(const fx_weights *w, fx_pool *pool);
+                            const fx_gguf *gguf, bool eager,
+                            const fx_alloc *alloc, fx_error *err);
+/* A forward pass reads the weights through a view of its own: w's fields,
+ * each matrix pointing at the mapping until its copy is published, then
+ * at the copy. A view changes only in its owner's calls, so several
+ * forward passes on their own threads share w without racing; the copy's
+ * pieces are claimed under w's lock. The file's pages of a published
+ * matrix are released (fx_gguf_release): the copy does not double the
+ * resident memory. */
+fx_status fx_weights_view_init(const fx_weights *w, const fx_hparams *hp,
+                               fx_pool *pool, const fx_alloc *alloc,
+                               fx_weights *view, fx_error *err);
+/* Before a forward pass: copies the next slice of the plan on pool's
+ * threads (NULL: the caller's) and points view at every copy published
+ * since its last update. Nothing to do without a plan. */
+void fx_weights_view_step(const fx_weights *w, fx_weights *view,
+                          fx_pool *pool);
+void fx_weights_view_free(fx_weights *view, const fx_alloc *alloc);
 /* Frees what bind and repack allocated. */
 void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
 
@@ -219,6 +230,8 @@ fx_status fx_forward_create(const fx_alloc *alloc, const fx_hparams *hp,
                             uint32_t max_tokens, uint32_t max_ctx,
                             fx_forward **out, fx_error *err);
 void fx_forward_free(fx_forward *f);
+/* The weights f's passes read: its view (fx_weights_view_init). */
+const fx_weights *fx_forward_weights(const fx_forward *f);
 
 /* Runs n tokens (any mix of sequences; within one sequence, increasing
  * consecutive positions) through the model. Writes each token's K and V

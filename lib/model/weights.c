@@ -8,6 +8,8 @@
 #include "../kernels/quants.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -150,26 +152,6 @@ static bool stays_mapped(const fx_matrix *m) {
            !fx_kernels_prefer_qr16(m->type, m->k);
 }
 
-/* The matrices repack copies, in a fixed order. */
-static size_t matmul_matrices(fx_weights *w, const fx_hparams *hp,
-                              fx_matrix **out) {
-    size_t n = 0;
-    /* A tied output too: in small models it is the biggest matrix (Gemma
-     * 3 1B: 262144 x 1152), and read in the file's rows it ran at half the
-     * tiles' rate. The embedding lookups keep reading the mapping, whose
-     * pages the copy releases: they come back from the page cache a row
-     * at a time. */
-    if (!stays_mapped(&w->output)) out[n++] = &w->output;
-    for (uint32_t i = 0; i < hp->n_layer; i++) {
-        fx_layer_weights *l = &w->layers[i];
-        fx_matrix *m[] = {&l->wq, &l->wk, &l->wv, &l->wo,
-                          &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t j = 0; j < sizeof m / sizeof *m; j++)
-            if (!stays_mapped(m[j])) out[n++] = m[j];
-    }
-    return n;
-}
-
 /* The repacked type m goes into (16-row groups for the block types and R16
  * for Q8_0 where the kernels prefer them, R12 for the float types
  * this CPU streams faster so: kernels.h), or its own type: copied as it
@@ -195,47 +177,77 @@ static fx_wtype repacked_type(const fx_matrix *m) {
 #define PIECE_ROWS_UNIT 48u
 #define PIECE_BYTES ((size_t)4 << 20)
 
+/* The copy is spread over this many forward passes after the first: each
+ * pays about 1/REPACK_STEPS of it, and no single step stalls for the whole
+ * (up to a second for 1 GB where huge pages must first be compacted). */
+#define REPACK_STEPS 32u
+
+/* The matrix fields of a layer, in the order a repack_matrix's field
+ * indexes; layer -1 is the output matrix. */
+static fx_matrix *matrix_slot(fx_weights *w, int32_t layer, unsigned field) {
+    if (layer < 0) return &w->output;
+    fx_layer_weights *l = &w->layers[layer];
+    fx_matrix *m[] = {&l->wq, &l->wk, &l->wv, &l->wo,
+                      &l->w_gate, &l->w_up, &l->w_down};
+    return m[field];
+}
+#define LAYER_MATRICES 7u
+
 typedef struct repack_piece {
     uint32_t matrix, row0, rows;
 } repack_piece;
 
 typedef struct repack_matrix {
-    fx_matrix *m;
-    uint8_t *dst;
-    fx_wtype to;
+    fx_matrix src;       /* as bound to the mapping */
+    fx_matrix copy;      /* the same matrix in the copy */
+    int32_t layer;       /* matrix_slot's */
+    uint32_t field;
+    uint32_t pieces_left;
+    bool published;      /* copied whole: views may point at it */
 } repack_matrix;
 
 struct fx_weights_pending {
     pthread_mutex_t lock;
-    int done;
     const fx_gguf *gguf;
     size_t n_matrices, n_pieces;
+    size_t next_piece;        /* the first not yet claimed */
+    size_t slice;             /* pieces a forward pass copies */
+    bool eager;               /* all at the first fx_weights_view_init */
+    atomic_size_t published;  /* matrices published so far */
     repack_matrix *matrices;
     repack_piece *pieces;
 };
 
+typedef struct repack_run {
+    const fx_weights_pending *p;
+    size_t first;
+} repack_run;
+
 static void repack_piece_run(void *ctx, size_t task, unsigned thread) {
     (void)thread;
-    const fx_weights_pending *p = ctx;
-    const repack_piece *pc = &p->pieces[task];
-    const repack_matrix *rm = &p->matrices[pc->matrix];
-    const fx_matrix *m = rm->m;
+    const repack_run *run = ctx;
+    const repack_piece *pc = &run->p->pieces[run->first + task];
+    const repack_matrix *rm = &run->p->matrices[pc->matrix];
+    const fx_matrix *m = &rm->src;
     const size_t row = fx_wtype_row_bytes(m->type, m->k);
     const size_t at = (size_t)pc->row0 * row, bytes = (size_t)pc->rows * row;
     const uint8_t *src = (const uint8_t *)m->data + at;
+    uint8_t *dst = (uint8_t *)(uintptr_t)rm->copy.data + at;
     /* Shapes were checked at load and by repacked_type: cannot fail. A
      * piece of the last tile's rows is the matrix's own last tile. */
-    if (rm->to == FX_WTYPE_Q8_0_R16)
-        (void)fx_q8_0_repack_r16(rm->dst + at, src, pc->rows, m->k);
-    else if (fx_wtype_is_qr16(rm->to))
-        (void)fx_qr16_repack(rm->dst + at, src, m->type, pc->rows, m->k);
-    else if (fx_wtype_is_r12(rm->to))
-        (void)fx_float_repack_r12(rm->dst + at, src, m->type, pc->rows, m->k);
+    if (rm->copy.type == FX_WTYPE_Q8_0_R16)
+        (void)fx_q8_0_repack_r16(dst, src, pc->rows, m->k);
+    else if (fx_wtype_is_qr16(rm->copy.type))
+        (void)fx_qr16_repack(dst, src, m->type, pc->rows, m->k);
+    else if (fx_wtype_is_r12(rm->copy.type))
+        (void)fx_float_repack_r12(dst, src, m->type, pc->rows, m->k);
     else
-        memcpy(rm->dst + at, src, bytes);
+        memcpy(dst, src, bytes);
     /* Read once: the mapping's pages go, so the copy does not double the
-     * resident memory (pages shared with a neighbour piece stay). */
-    fx_gguf_release(p->gguf, src, bytes);
+     * resident memory (pages shared with a neighbour piece stay). A pass
+     * still reading the matrix from the mapping, its copy not yet whole,
+     * gets them back from the page cache. */
+    fx_gguf_release(run->p->gguf, src, bytes);
 }
 
 static void pending_free(fx_weights_pending *p, const fx_alloc *alloc) {
@@ -246,22 +258,40 @@ static void pending_free(fx_weights_pending *p, const fx_alloc *alloc) {
     fx_free(alloc, p);
 }
 
+/* Rows per piece of a matrix with rows of row bytes. */
+static size_t piece_rows(size_t row) {
+    size_t per = PIECE_BYTES / row / PIECE_ROWS_UNIT * PIECE_ROWS_UNIT;
+    return per ? per : PIECE_ROWS_UNIT;
+}
+
 fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
-                            const fx_gguf *gguf, const fx_alloc *alloc,
-                            fx_error *err) {
-    fx_matrix **list = fx_malloc_array(alloc, 1 + 7 * (size_t)hp->n_layer,
-                                       sizeof *list);
+                            const fx_gguf *gguf, bool eager,
+                            const fx_alloc *alloc, fx_error *err) {
+    repack_matrix *list = fx_malloc_array(
+        alloc, 1 + LAYER_MATRICES * (size_t)hp->n_layer, sizeof *list);
     if (!list) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
-    const size_t n = matmul_matrices(w, hp, list);
+    /* In a fixed order: the output, then each layer's. A tied output
+     * too: in small models it is the biggest matrix (Gemma 3 1B: 262144 x
+     * 1152), and read in the file's rows it ran at half the tiles' rate.
+     * The embedding lookups keep reading the mapping, whose pages the copy
+     * releases: they come back from the page cache a row at a time. */
+    size_t n = 0;
+    for (int32_t layer = -1; layer < (int32_t)hp->n_layer; layer++)
+        for (uint32_t field = 0; field < (layer < 0 ? 1u : LAYER_MATRICES);
+             field++) {
+            const fx_matrix *m = matrix_slot(w, layer, field);
+            if (!stays_mapped(m))
+                list[n++] = (repack_matrix){*m, *m, layer, field, 0, false};
+        }
     /* Every offset a multiple of 64, so a tile's loads stay aligned. */
     uint64_t total = 0;
     size_t n_pieces = 0;
     for (size_t i = 0; i < n; i++) {
-        const size_t row = fx_wtype_row_bytes(list[i]->type, list[i]->k);
-        total += ((uint64_t)list[i]->n * row + 63) & ~(uint64_t)63;
-        size_t per = PIECE_BYTES / row / PIECE_ROWS_UNIT * PIECE_ROWS_UNIT;
-        if (per == 0) per = PIECE_ROWS_UNIT;
-        n_pieces += (list[i]->n + per - 1) / per;
+        const size_t row = fx_wtype_row_bytes(list[i].src.type, list[i].src.k);
+        total += ((uint64_t)list[i].src.n * row + 63) & ~(uint64_t)63;
+        list[i].pieces_left =
+            (uint32_t)((list[i].src.n + piece_rows(row) - 1) / piece_rows(row));
+        n_pieces += list[i].pieces_left;
     }
     if (total == 0) {
         fx_free(alloc, list);
@@ -274,16 +304,9 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
                       ? fx_malloc_huge(alloc, (size_t)total, &raw)
                       : NULL;
     fx_weights_pending *p = fx_calloc(alloc, 1, sizeof *p);
-    if (p) {
-        p->matrices = fx_malloc_array(alloc, n, sizeof *p->matrices);
-        p->pieces = fx_malloc_array(alloc, n_pieces, sizeof *p->pieces);
-    }
-    if (!at || !p || !p->matrices || !p->pieces ||
-        pthread_mutex_init(&p->lock, NULL) != 0) {
-        if (p) {
-            fx_free(alloc, p->matrices);
-            fx_free(alloc, p->pieces);
-        }
+    if (p) p->pieces = fx_malloc_array(alloc, n_pieces, sizeof *p->pieces);
+    if (!at || !p || !p->pieces || pthread_mutex_init(&p->lock, NULL) != 0) {
+        if (p) fx_free(alloc, p->pieces);
         fx_free(alloc, p);
         fx_free(alloc, raw);
         fx_free(alloc, list);
@@ -292,45 +315,98 @@ fx_status fx_weights_repack(fx_weights *w, const fx_hparams *hp,
                        (unsigned long long)total);
     }
     p->gguf = gguf;
+    p->matrices = list;
     p->n_matrices = n;
+    p->eager = eager;
+    atomic_init(&p->published, 0);
     for (size_t i = 0; i < n; i++) {
-        fx_matrix *m = list[i];
-        const size_t row = fx_wtype_row_bytes(m->type, m->k);
-        p->matrices[i] = (repack_matrix){m, at, repacked_type(m)};
-        size_t per = PIECE_BYTES / row / PIECE_ROWS_UNIT * PIECE_ROWS_UNIT;
-        if (per == 0) per = PIECE_ROWS_UNIT;
-        for (uint32_t r = 0; r < m->n; r += (uint32_t)per)
+        repack_matrix *rm = &list[i];
+        const size_t row = fx_wtype_row_bytes(rm->src.type, rm->src.k);
+        const size_t per = piece_rows(row);
+        rm->copy.data = at;
+        rm->copy.type = repacked_type(&rm->src);
+        for (uint32_t r = 0; r < rm->src.n; r += (uint32_t)per)
             p->pieces[p->n_pieces++] = (repack_piece){
                 (uint32_t)i, r,
-                (uint32_t)(m->n - r < per ? m->n - r : per)};
-        at += ((size_t)m->n * row + 63) & ~(size_t)63;
+                (uint32_t)(rm->src.n - r < per ? rm->src.n - r : per)};
+        at += ((size_t)rm->src.n * row + 63) & ~(size_t)63;
     }
-    fx_free(alloc, list);
+    p->slice = (p->n_pieces + REPACK_STEPS - 1) / REPACK_STEPS;
     w->repacked = raw;
     w->pending = p;
     return FX_OK;
 }
 
-void fx_weights_finish(const fx_weights *cw, fx_pool *pool) {
-    /* Every fx_weights is its owner's plain object: the const is the
-     * forward pass's promise not to change the weights' values, which
-     * the repack keeps (the same bits out of every matmul). */
-    fx_weights *w = (fx_weights *)(uintptr_t)cw;
-    fx_weights_pending *p = w->pending;
-    if (!p) return;
+/* Copies up to max pieces not yet claimed, on pool's threads (NULL: the
+ * caller's), and publishes the matrices they complete. Two callers claim
+ * disjoint pieces under the lock and copy outside it. */
+static void repack_advance(fx_weights_pending *p, fx_pool *pool, size_t max) {
     pthread_mutex_lock(&p->lock);
-    if (!p->done) {
-        if (!pool ||
-            fx_pool_run(pool, repack_piece_run, p, p->n_pieces) != FX_OK)
-            for (size_t i = 0; i < p->n_pieces; i++)
-                repack_piece_run(p, i, 0);
-        for (size_t i = 0; i < p->n_matrices; i++) {
-            p->matrices[i].m->data = p->matrices[i].dst;
-            p->matrices[i].m->type = p->matrices[i].to;
-        }
-        p->done = 1;
+    const size_t first = p->next_piece;
+    const size_t n = p->n_pieces - first < max ? p->n_pieces - first : max;
+    p->next_piece += n;
+    pthread_mutex_unlock(&p->lock);
+    if (n == 0) return;
+    repack_run run = {p, first};
+    if (!pool || fx_pool_run(pool, repack_piece_run, &run, n) != FX_OK)
+        for (size_t i = 0; i < n; i++) repack_piece_run(&run, i, 0);
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = first; i < first + n; i++) {
+        repack_matrix *rm = &p->matrices[p->pieces[i].matrix];
+        if (--rm->pieces_left > 0) continue;
+        rm->published = true;
+        atomic_fetch_add_explicit(&p->published, 1, memory_order_release);
+        /* Again whole: passes run between its pieces read some back. */
+        fx_gguf_release(p->gguf, rm->src.data,
+                        (size_t)rm->src.n *
+                            fx_wtype_row_bytes(rm->src.type, rm->src.k));
     }
     pthread_mutex_unlock(&p->lock);
+}
+
+/* Points view's matrices at the copies published since its last update. */
+static void view_update(const fx_weights_pending *cp, fx_weights *view) {
+    fx_weights_pending *p = (fx_weights_pending *)(uintptr_t)cp;
+    if (atomic_load_explicit(&p->published, memory_order_acquire) ==
+        view->n_published)
+        return;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->n_matrices; i++)
+        if (p->matrices[i].published)
+            *matrix_slot(view, p->matrices[i].layer, p->matrices[i].field) =
+                p->matrices[i].copy;
+    view->n_published = atomic_load_explicit(&p->published,
+                                             memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+fx_status fx_weights_view_init(const fx_weights *w, const fx_hparams *hp,
+                               fx_pool *pool, const fx_alloc *alloc,
+                               fx_weights *view, fx_error *err) {
+    *view = *w;
+    view->repacked = NULL;
+    view->pending = NULL;
+    view->n_published = 0;
+    view->layers = fx_malloc_array(alloc, hp->n_layer, sizeof *view->layers);
+    if (!view->layers) return fx_fail(err, FX_ERR_NOMEM, "out of memory");
+    memcpy(view->layers, w->layers, hp->n_layer * sizeof *view->layers);
+    if (w->pending) {
+        if (w->pending->eager) repack_advance(w->pending, pool, SIZE_MAX);
+        view_update(w->pending, view);
+    }
+    return FX_OK;
+}
+
+void fx_weights_view_step(const fx_weights *w, fx_weights *view,
+                          fx_pool *pool) {
+    if (!w->pending) return;
+    repack_advance(w->pending, pool, w->pending->slice);
+    view_update(w->pending, view);
+}
+
+void fx_weights_view_free(fx_weights *view, const fx_alloc *alloc) {
+    fx_free(alloc, view->layers);
+    view->layers = NULL;
 }
 
 void fx_weights_free(fx_weights *w, const fx_alloc *alloc) {

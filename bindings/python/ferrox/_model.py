@@ -56,11 +56,14 @@ class Model:
     """
 
     def __init__(self, path, *, vocab_only: bool = False,
-                 mapped_weights: bool = False):
+                 mapped_weights: bool = False, eager_copy: bool = False):
         """vocab_only: metadata and vocabulary only (enough to tokenize).
         mapped_weights: compute from the file mapping, copying nothing
         (FX_MODEL_MAPPED_WEIGHTS: shared between processes, slower
-        decode)."""
+        decode).
+        eager_copy: make the copy of the weights whole at the first
+        Batcher (FX_MODEL_EAGER_COPY), not a slice in each of its first
+        steps: a slower start, every step at full speed."""
         L = lib()
         params = _capi.ModelParams()
         _capi.init(L, "model_params", params)
@@ -68,6 +71,8 @@ class Model:
             params.flags |= _capi.MODEL_VOCAB_ONLY
         if mapped_weights:
             params.flags |= _capi.MODEL_MAPPED_WEIGHTS
+        if eager_copy:
+            params.flags |= _capi.MODEL_EAGER_COPY
         out = ctypes.c_void_p()
         err = _errbuf()
         st = L.fx_model_load(os.fsencode(os.fspath(path)),

@@ -241,10 +241,12 @@ class TestModel(Base):
                 ferrox.Batcher(m)
 
     def test_mapped_weights(self):
-        # The same tokens computed from the mapping as from the copy.
+        # The same tokens computed from the mapping as from the copy, made
+        # over the first steps or at once.
         texts = []
-        for mapped in (False, True):
-            with ferrox.Model(MODEL, mapped_weights=mapped) as m:
+        for mapped, eager in ((False, False), (True, False), (False, True)):
+            with ferrox.Model(MODEL, mapped_weights=mapped,
+                              eager_copy=eager) as m:
                 b = ferrox.Batcher(m, n_ctx=128)
                 texts.append(b.submit("Once upon", max_tokens=12,
                                       temperature=0.9,
@@ -252,6 +254,7 @@ class TestModel(Base):
                 b.close()
         self.assertTrue(texts[0])
         self.assertEqual(texts[0], texts[1])
+        self.assertEqual(texts[0], texts[2])
 
     def test_close_twice_and_use_after_close(self):
         m = ferrox.Model(MODEL)

@@ -50,6 +50,10 @@ pub struct ModelOptions {
     /// (FX_MODEL_MAPPED_WEIGHTS): pages shared between processes, slower
     /// decode.
     pub mapped_weights: bool,
+    /// Make the copy of the weights whole at the first Batcher
+    /// (FX_MODEL_EAGER_COPY), not a slice in each of its first steps: a
+    /// slower start, every step at full speed.
+    pub eager_copy: bool,
 }
 
 /// The model's hyperparameters (fx_model_info).
@@ -124,6 +128,9 @@ impl Model {
         }
         if opts.mapped_weights {
             params.flags |= sys::FX_MODEL_MAPPED_WEIGHTS;
+        }
+        if opts.eager_copy {
+            params.flags |= sys::FX_MODEL_EAGER_COPY;
         }
         let mut raw = std::ptr::null_mut();
         let mut err = [0u8; 1024];

@@ -232,6 +232,7 @@ pub const FX_ERR_STALE_HANDLE: fx_status = 20;
 
 pub const FX_MODEL_VOCAB_ONLY: u32 = 0x1;
 pub const FX_MODEL_MAPPED_WEIGHTS: u32 = 0x2;
+pub const FX_MODEL_EAGER_COPY: u32 = 0x4;
 pub const FX_TOKENIZE_ADD_SPECIAL: u32 = 0x1;
 pub const FX_TOKENIZE_PARSE_SPECIAL: u32 = 0x2;
 pub const FX_DETOKENIZE_REMOVE_SPECIAL: u32 = 0x1;

@@ -709,11 +709,13 @@ fn metadata_and_tensors() {
 #[test]
 fn mapped_weights_give_the_same_tokens() {
     let mut texts = Vec::new();
-    for mapped in [false, true] {
+    // copied over the first steps, mapped, copied at once
+    for (mapped, eager) in [(false, false), (true, false), (false, true)] {
         let m = Model::load_with(
             model_path(),
             &ModelOptions {
                 mapped_weights: mapped,
+                eager_copy: eager,
                 ..Default::default()
             },
         )
@@ -724,4 +726,5 @@ fn mapped_weights_give_the_same_tokens() {
     }
     assert!(!texts[0].is_empty());
     assert_eq!(texts[0], texts[1]);
+    assert_eq!(texts[0], texts[2]);
 }
