@@ -16,6 +16,9 @@
 #   start-up: wall time and peak RSS of `llama-simple -n 1` against
 #       `ferrox-run --max-tokens 1`, page cache warm (one run of each
 #       first), medians of LOADS (GNU time, Debian package `time`).
+#       ferrox-run copies the weights over its first steps (the library's
+#       default), ferrox-bench before its first (FX_MODEL_EAGER_COPY): its
+#       tok/s are the steady state's.
 # With ROUNDS=N the pair runs N times in turn (peer, ferrox, peer, ...)
 # and each printed value is the median over the rounds, a ratio the median
 # of the rounds' own ratios: this VM's bandwidth moves by a fifth within
