@@ -430,11 +430,13 @@ static inline void fx_model_params_init(fx_model_params *params) {
  * second forward pass on (the first runs from the mapping, and so every
  * matrix until its copy is whole), or all in the first fx_batcher_create
  * with FX_MODEL_EAGER_COPY; a copied matrix's pages of the mapping are
- * released. None of this with FX_MODEL_MAPPED_WEIGHTS. Block-quantized matrices (Q4_0 to Q6_K, IQ4_NL,
- * IQ4_XS) are copied the same way on CPUs with AVX-512 VNNI, into groups
- * of 16 rows those kernels read without transposing; elsewhere they are
- * computed from the mapping, whose layout is what the kernels read. The
- * resident memory is the file's size either way, not twice it.
+ * released. None of this with FX_MODEL_MAPPED_WEIGHTS. Block-quantized
+ * matrices (Q4_0 to Q6_K, IQ4_NL, IQ4_XS) are copied the same way on CPUs
+ * with AVX-512 VNNI (Q4_K to Q6_K, Q4_0 and IQ4_XS with AVX2 too), into
+ * groups of 16 rows those kernels read without transposing; elsewhere
+ * they are computed from the mapping, whose layout is what the kernels
+ * read. The resident memory is the file's size either way, not twice it
+ * (while the copy is being made, about a tenth more at most).
  *
  * Threads: any thread; loads are independent of each other.
  *

@@ -427,7 +427,8 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
     if (st != FX_OK) return st;
     /* Not before the first pass: a model's first token comes from the
      * mapping at once, the copy following over the next passes. */
-    if (f->ran) fx_weights_view_step(f->model_w, &f->view, fx_kernels_pool(f->kc));
+    if (f->ran)
+        fx_weights_view_step(f->model_w, &f->view, fx_kernels_pool(f->kc));
     f->ran = true;
     const fx_hparams *hp = f->hp;
     const fx_weights *w = f->w;
