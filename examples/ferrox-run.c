@@ -30,7 +30,7 @@
  * --mapped: compute from the file's mapping (FX_MODEL_MAPPED_WEIGHTS),
  * the same tokens: no copy of the weights, but decode reads the page
  * cache's small pages, slower than the copy (docs/performance.md has
- * both). By default the copy is made over the first 32 steps, the first
+ * both). By default the copy is made over the first 16 steps, the first
  * token computed from the mapping; --eager-copy (FX_MODEL_EAGER_COPY)
  * makes it whole before the first step.
  *

@@ -361,7 +361,7 @@ typedef void (*fx_log_fn)(void *user, fx_log_level level, const char *message);
                                         bits either way; decode is slower
                                         from the mapping): a slice at each
                                         fx_step from a batcher's second
-                                        forward pass on, about a 32nd a
+                                        forward pass on, about a 16th a
                                         step, so the first token comes at
                                         once */
 #define FX_MODEL_EAGER_COPY 0x4u /**< fx_model_params::flags: make that

@@ -755,8 +755,8 @@ static void resident_case(int tied) {
     const size_t logits_bytes = (size_t)N * l.hp.n_vocab * sizeof *logits;
     const size_t kv_bytes =
         fx_kv_block_floats(&l.hp, MAX_CTX) * sizeof(float);
-    /* Five generations of N - 1 passes: the copy half made after the
-     * first, whole after the last (a 32nd of it a pass). */
+    /* Five generations of N - 1 passes: the copy partly made after the
+     * first, whole well before the last (a 16th of it a pass). */
     for (int round = 0; round < 5; round++) {
         generate(&l, tokens, logits);
         const size_t growth = resident_bytes() - before;

@@ -179,8 +179,10 @@ static fx_wtype repacked_type(const fx_matrix *m) {
 
 /* The copy is spread over this many forward passes after the first: each
  * pays about 1/REPACK_STEPS of it, and no single step stalls for the whole
- * (up to a second for 1 GB where huge pages must first be compacted). */
-#define REPACK_STEPS 32u
+ * (up to a second for 1 GB where huge pages must first be compacted).
+ * Fewer passes read the mapping's slower layout for less long: 64-token
+ * runs were level with the eager copy at 16 (docs/perf/NOTES.md). */
+#define REPACK_STEPS 16u
 
 /* The matrix fields of a layer, in the order a repack_matrix's field
  * indexes; layer -1 is the output matrix. */
