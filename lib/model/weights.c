@@ -401,7 +401,9 @@ fx_status fx_weights_view_init(const fx_weights *w, const fx_hparams *hp,
 
 void fx_weights_view_step(const fx_weights *w, fx_weights *view,
                           fx_pool *pool) {
-    if (!w->pending) return;
+    /* Once the view has every copy there is nothing left to claim: no
+     * lock taken in the steady state's passes. */
+    if (!w->pending || view->n_published == w->pending->n_matrices) return;
     repack_advance(w->pending, pool, w->pending->slice);
     view_update(w->pending, view);
 }
