@@ -20,13 +20,22 @@ typedef struct fx_attn_kernels {
     void (*weighted_sum)(float *out, const float *p, size_t p_ld, uint32_t nh,
                          const float *v, size_t stride, uint32_t n,
                          uint32_t hd);
+    /* The same over keys / values stored as halves (an F16 KV cache):
+     * widening is exact, so the bits are those of scores and weighted_sum
+     * on the rows fx_f16_to_f32 gives. stride counts halves. */
+    void (*scores_f16)(float *out, size_t out_ld, const float *q, uint32_t nh,
+                       const uint16_t *k, size_t stride, uint32_t n,
+                       uint32_t hd, float scale);
+    void (*weighted_sum_f16)(float *out, const float *p, size_t p_ld,
+                             uint32_t nh, const uint16_t *v, size_t stride,
+                             uint32_t n, uint32_t hd);
     /* Each head's scores over its positions: fx_softmax_for (kernels.h). */
     fx_softmax_fn softmax;
 } fx_attn_kernels;
 
 /* Picks the AVX2 forms when isa is FX_ISA_AVX2 or FX_ISA_AVX512, and the
- * AVX-512 weighted sum with FX_ISA_AVX512; every form gives the same bits
- * (tests/test_attention.c). */
+ * AVX-512 weighted sums with FX_ISA_AVX512, for F32 and F16 alike; every
+ * form gives the same bits (tests/test_attention.c). */
 void fx_attn_kernels_init(fx_attn_kernels *ak, fx_isa isa);
 
 #endif
