@@ -20,6 +20,7 @@ typedef struct options {
     size_t roof_mib;        /* bandwidth buffer */
     size_t gemm_n;          /* M = N = K of the peak sgemm */
     double bw_gbps, peak_gflops; /* given instead of measured */
+    int kv_f16;             /* --kv-type f16 */
 } options;
 
 /* What one token costs, from the tensor table (see usage()). */

@@ -147,6 +147,23 @@ static inline int cli_float(cli *c, float lo, float hi, int lo_open,
     return 0;
 }
 
+/* The value as the index of one of n names ("--kv-type f16" -> 1). 0, or
+ * -1 after naming the option and the choices. */
+static inline int cli_choice(cli *c, const char *const *names, int n,
+                             int *out) {
+    const char *opt = c->arg, *v = cli_value(c);
+    if (!v) return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "%s: %s: '%s' is not one of:", c->tool, opt, v);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %s", names[i]);
+    fprintf(stderr, "\nTry '%s --help' for the options.\n", c->tool);
+    return -1;
+}
+
 /* One line on stderr for a failed call: "TOOL: SUBJECT: what: message",
  * where `what` (fx_status_str) is left out when the message already
  * starts with it. Returns CLI_FAILED. */

@@ -45,6 +45,7 @@ static fx_batcher *make(fx_model *m, const options *o, int mode,
     p.max_step_tokens = step_tokens;
     p.n_ctx = n_ctx;
     if (mode == MODE_FAST) p.flags |= FX_BATCHER_FAST;
+    if (o->kv_f16) p.flags |= FX_BATCHER_KV_F16;
     fx_batcher *b = NULL;
     char err[256];
     fx_status st = fx_batcher_create(m, &p, &b, err, sizeof err);
@@ -169,10 +170,12 @@ static void report(const char *phase, uint32_t rows, const options *o,
                      median(q, o->repeats));
         }
         printf("{\"phase\":\"%s\",\"rows\":%u,\"threads\":%u,"
-               "\"weight_type\":\"%s\",\"mode\":\"%s\",\"%s\":%.4f,"
+               "\"weight_type\":\"%s\",\"kv_type\":\"%s\","
+               "\"mode\":\"%s\",\"%s\":%.4f,"
                "\"%s_best\":%.4f,\"repeats\":%u,\"gflops\":%.2f,"
                "\"weight_gbps\":%.2f%s%s,\"load1\":%.2f%s}\n",
-               phase, rows, o->threads, mc->wtype, mode_names[mode], field, med,
+               phase, rows, o->threads, mc->wtype, o->kv_f16 ? "f16" : "f32",
+               mode_names[mode], field, med,
                field, best, o->repeats, gflops, gbps, frac, ratio, load1(),
                extra);
     }
@@ -448,6 +451,7 @@ static int usage(FILE *f) {
 "         [--prefix-tokens N] [--step-tokens N]\n"
 "         [--phases roofline,prefill,decode,ttft]\n"
 "         [--mode deterministic|fast|both] [--fast] [--mapped]\n"
+"         [--kv-type f32|f16]\n"
 "         [--roofline-mib N] [--gemm-n N]\n"
 "         [--bandwidth-gbps X] [--peak-gflops Y]\n"
 "\n"
@@ -455,6 +459,8 @@ static int usage(FILE *f) {
 "mapping, not copied nor repacked); without it, with FX_MODEL_EAGER_COPY\n"
 "(the copy made whole before the first step, not over the first steps):\n"
 "the figures are the steady state's.\n"
+"--kv-type f16: keys and values stored as f16 (FX_BATCHER_KV_F16, llama.cpp's\n"
+"default; llama-batched-bench's too), half the KV bytes a step reads.\n"
 "\n"
 "One JSON object per line, medians over --repeats (default 3):\n"
 "  roofline   the machine, with --threads threads, the best of 7 runs each\n"
@@ -583,6 +589,10 @@ int main(int argc, char **argv) {
         if (cli_is_help(&c)) return usage(stdout);
         else if (cli_is(&c, "--fast")) parse_modes("fast", &o);
         else if (cli_is(&c, "--mapped")) mapped = 1;
+        else if (cli_is(&c, "--kv-type")) {
+            static const char *const kv_types[] = {"f32", "f16"};
+            bad = cli_choice(&c, kv_types, 2, &o.kv_f16);
+        }
         else if (cli_is(&c, "--model")) bad = !(o.model = cli_value(&c));
         else if (cli_is(&c, "--threads")) bad = cli_u32(&c, 1, 256, &o.threads);
         else if (cli_is(&c, "--prompt-tokens")) bad = cli_u32(&c, 1, 1u << 20, &o.prompt_tokens);

@@ -60,7 +60,7 @@ typedef struct scorer {
     fx_kernels *kc;
     fx_forward *fwd;
     float *kv, *logits;
-    float *blocks[1];
+    void *blocks[1];
     fx_kv_view view;
     fx_fwd_token *batch;
 } scorer;
@@ -88,7 +88,7 @@ static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned thread
         fprintf(stderr, "ferrox-perplexity: %s\n", err.message);
         return -1;
     }
-    s->kv = calloc(fx_kv_block_floats(hp, ctx), sizeof(float));
+    s->kv = calloc(fx_kv_block_elems(hp, ctx), sizeof(float));
     s->logits = malloc((size_t)FWD_BATCH * hp->n_vocab * sizeof(float));
     s->batch = malloc(FWD_BATCH * sizeof *s->batch);
     if (!s->kv || !s->logits || !s->batch) {

@@ -5,6 +5,7 @@
  *              [--temperature T] [--top-k K] [--top-p P] [--min-p P]
  *              [--seed S] [--threads K] [--parallel N] [--ignore-eos]
  *              [--stop S]... [--ids] [--fast] [--mapped | --eager-copy]
+ *              [--kv-type f32|f16]
  *              [--grammar-file F | --json | --json-schema F]
  *              [--repeat-penalty R]
  *              [--typical-p P]
@@ -34,6 +35,10 @@
  * token computed from the mapping; --eager-copy (FX_MODEL_EAGER_COPY)
  * makes it whole before the first step.
  *
+ * --kv-type f16: keys and values stored as f16 (FX_BATCHER_KV_F16,
+ * llama.cpp's default cache type): half the KV memory; f32 (the default)
+ * gives the results of an F32 cache.
+ *
  * Each row's finish reason and token counts go to stderr after the output.
  * A grammar-bound row (--grammar-file, --json, --json-schema) that hit
  * --max-tokens is said to be truncated there, and the exit status is 1:
@@ -62,7 +67,7 @@ typedef struct options {
     size_t grammar_len;
     int json;
     uint64_t seed;
-    int ignore_eos, ids, fast, mapped, eager_copy;
+    int ignore_eos, ids, fast, mapped, eager_copy, kv_type;
     const char *stops[MAX_STOPS];
     size_t n_stops;
 } options;
@@ -85,7 +90,7 @@ static int usage(FILE *f) {
             "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "         [--min-p P] [--seed S] [--threads K] [--parallel N]\n"
             "         [--ignore-eos] [--stop S]... [--ids] [--fast]\n"
-            "         [--mapped | --eager-copy]\n"
+            "         [--mapped | --eager-copy] [--kv-type f32|f16]\n"
             "         [--chat [--system S] [--template NAME]]\n"
             "         [--grammar-file F | --json | --json-schema F]\n"
             "         [--repeat-penalty R]\n"
@@ -119,6 +124,10 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (cli_is(&c, "--fast")) o->fast = 1;
         else if (cli_is(&c, "--mapped")) o->mapped = 1;
         else if (cli_is(&c, "--eager-copy")) o->eager_copy = 1;
+        else if (cli_is(&c, "--kv-type")) {
+            static const char *const kv_types[] = {"f32", "f16"};
+            bad = cli_choice(&c, kv_types, 2, &o->kv_type);
+        }
         else if (cli_is(&c, "--chat")) o->chat = 1;
         else if (cli_is(&c, "--json")) o->json = 1;
         else if (cli_is(&c, "--max-tokens")) bad = cli_u32(&c, 1, UINT32_MAX, &o->max_tokens);
@@ -357,6 +366,7 @@ int main(int argc, char **argv) {
     bp.n_threads = o.threads;
     bp.max_rows = o.prompts_file ? o.parallel : 1;
     if (o.fast) bp.flags |= FX_BATCHER_FAST;
+    if (o.kv_type) bp.flags |= FX_BATCHER_KV_F16;
     fx_batcher *b = NULL;
     st = fx_batcher_create(model, &bp, &b, err, sizeof err);
     if (st != FX_OK) {

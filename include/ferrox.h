@@ -1417,6 +1417,13 @@ FX_API const char *fx_tool_format_trigger(fx_tool_format format);
                                 so its tokens) may depend on the batch.
                                 OpenBLAS runs on its own threads
                                 (OPENBLAS_NUM_THREADS), besides n_threads */
+/** Keys and values stored as f16 (llama.cpp's default cache type) instead
+ * of f32: half the KV memory per position, so twice the rows or context
+ * for the same kv_bytes, and half the bytes a decode step reads from the
+ * cache. Each key and value is rounded to the nearest f16 once, when it is
+ * stored; attention computes in F32. Determinism holds as without it: a
+ * row's tokens still do not depend on the batch, chunking or threads. */
+#define FX_BATCHER_KV_F16 0x4u
 
 /** The largest fx_batcher_params.kv_bytes: 1 TiB. */
 #define FX_BATCHER_MAX_KV_BYTES ((uint64_t)1 << 40)
@@ -1442,8 +1449,9 @@ typedef struct fx_batcher_params {
     uint32_t block_tokens;      /**< KV block size in positions; default
                                      16. Also the granularity of prefix
                                      reuse */
-    /** Memory for the KV cache, allocated once at create. K and V are F32:
-     * 8 * n_layer * n_head_kv * head size bytes per position -- except
+    /** Memory for the KV cache, allocated once at create. K and V take
+     * 8 * n_layer * n_head_kv * head size bytes per position (half that
+     * with FX_BATCHER_KV_F16) -- except
      * that where a model has sliding-window layers (Gemma 2 and 3, Phi-3
      * mini), each row keeps those layers for its last window +
      * max_step_tokens positions only (a Gemma 3 row of 8k positions

@@ -44,6 +44,9 @@ static char window_paths[2][4096];
 
 /* Pool threads of the batchers make_batcher creates (0: the default). */
 static uint32_t batcher_threads;
+/* Flags added to theirs: kv_f16_on / kv_f16_off around a test run it on
+ * an F16 cache. */
+static uint32_t batcher_flags;
 
 static fx_batcher *make_batcher(fx_model *m, uint32_t max_rows,
                                 uint32_t step_tokens, uint64_t kv_blocks,
@@ -55,13 +58,14 @@ static fx_batcher *make_batcher(fx_model *m, uint32_t max_rows,
     p.max_step_tokens = step_tokens;
     p.n_ctx = 128;
     p.block_tokens = 8;
-    p.flags = flags;
+    p.flags = flags | batcher_flags;
     if (kv_blocks) {
         fx_model_info info;
         fx_model_info_init(&info);
         fx_model_get_info(m, &info);
+        const uint64_t elem = p.flags & FX_BATCHER_KV_F16 ? 2 : 4;
         uint64_t per_block = (uint64_t)info.n_layer * 2 * 8 *
-                             (info.n_embd / info.n_head) * info.n_head_kv * 4;
+                             (info.n_embd / info.n_head) * info.n_head_kv * elem;
         p.kv_bytes = kv_blocks * per_block;
     }
     fx_batcher *b = NULL;
@@ -938,15 +942,15 @@ static void test_default_kv_cap(void **state) {
     hp.n_layer = 32; /* Llama-2-7B's K/V shape */
     hp.n_head_kv = 32;
     hp.head_dim = 128;
-    uint64_t per_block = fx_kv_block_bytes(&hp, 16);
+    uint64_t per_block = fx_kv_block_bytes(&hp, 16, FX_KV_DTYPE_F32);
     /* 16 rows of 512: 8 GiB in full, so the cap. */
     assert_true(per_block * 32 * 16 > cap);
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16, 256), cap);
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 512, 16, 256, FX_KV_DTYPE_F32), cap);
     /* One row of 4096 is 4 GiB: the floor wins over the cap. */
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 4096, 16, 256),
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 16, 4096, 16, 256, FX_KV_DTYPE_F32),
                      per_block * 256);
     /* Small enough: max_rows full rows, as before. */
-    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16, 256),
+    assert_int_equal(fx_batcher_default_kv_bytes(&hp, 2, 64, 16, 256, FX_KV_DTYPE_F32),
                      per_block * 4 * 2);
     /* Exactly max_rows full rows in the pool's own terms, no more: the
      * default prices a block as the pool does (on a small model the block
@@ -956,8 +960,8 @@ static void test_default_kv_cap(void **state) {
     small.n_layer = 1;
     small.n_head_kv = 1;
     small.head_dim = 4;
-    assert_int_equal(fx_kv_blocks_for_bytes(&small, 16,
-                         fx_batcher_default_kv_bytes(&small, 16, 64, 16, 256)),
+    assert_int_equal(fx_kv_blocks_for_bytes(&small, 16, FX_KV_DTYPE_F32,
+                         fx_batcher_default_kv_bytes(&small, 16, 64, 16, 256, FX_KV_DTYPE_F32)),
                      16 * 4);
 
     /* A real batcher whose uncapped default would be 4 GiB: 4 KiB of K/V
@@ -984,14 +988,14 @@ static void test_default_kv_cap(void **state) {
     uint64_t full_blocks = 512ull * (2048 / FX_KV_DEFAULT_BLOCK_TOKENS);
     assert_true(fx_batcher_default_kv_bytes(&m->hp, 512, 2048,
                                             FX_KV_DEFAULT_BLOCK_TOKENS,
-                                            64) == cap);
+                                            64, FX_KV_DTYPE_F32) == cap);
     fx_batcher *b = NULL;
     if (fx_batcher_create(m, &p, &b, err, sizeof err) != FX_OK)
         fail_msg("create with the default kv_bytes: %s", err);
     fx_batcher_stats st;
     fx_batcher_impl_stats(fx_batcher_get_impl(b), &st);
     assert_int_equal(st.blocks_total,
-                     fx_kv_blocks_for_bytes(&m->hp, FX_KV_DEFAULT_BLOCK_TOKENS,
+                     fx_kv_blocks_for_bytes(&m->hp, FX_KV_DEFAULT_BLOCK_TOKENS, FX_KV_DTYPE_F32,
                                             cap));
     assert_true(st.blocks_total < full_blocks);
     /* And it runs. */
@@ -1058,6 +1062,50 @@ static void test_mapped_weights(void **state) {
                      FX_ERR_INVALID_ARG);
 }
 
+/* An F16 cache: half the bytes a block, the same admission by blocks
+ * (test_budget below), and the determinism contract unchanged (each key
+ * and value is rounded once, when stored, whatever the batch). */
+static void test_kv_type(void **state) {
+    (void)state;
+    fx_model *m = load_model();
+    fx_batcher_params p;
+    fx_batcher_params_init(&p);
+    p.kv_bytes = (uint64_t)1 << 20;
+    uint32_t blocks[2];
+    for (int t = 0; t < 2; t++) {
+        p.flags = t ? FX_BATCHER_KV_F16 : 0;
+        fx_batcher *b = NULL;
+        assert_int_equal(fx_batcher_create(m, &p, &b, NULL, 0), FX_OK);
+        fx_batcher_stats st;
+        fx_batcher_impl_stats(fx_batcher_get_impl(b), &st);
+        blocks[t] = st.blocks_total;
+        fx_batcher_free(b);
+    }
+    /* Twice the blocks but for the bookkeeping each block keeps. */
+    assert_true(blocks[1] > blocks[0] * 19 / 10);
+    /* The next bit is not a flag yet. */
+    p.flags = FX_BATCHER_KV_F16 << 1;
+    fx_batcher *b = NULL;
+    char err[256];
+    assert_int_equal(fx_batcher_create(m, &p, &b, err, sizeof err),
+                     FX_ERR_INVALID_ARG);
+    assert_null(b);
+    assert_non_null(strstr(err, "flags"));
+    fx_model_free(m);
+}
+
+static int kv_f16_on(void **state) {
+    (void)state;
+    batcher_flags = FX_BATCHER_KV_F16;
+    return 0;
+}
+
+static int kv_f16_off(void **state) {
+    (void)state;
+    batcher_flags = 0;
+    return 0;
+}
+
 static int setup(void **state) {
     (void)state;
     gw_model_spec spec;
@@ -1106,6 +1154,12 @@ int main(void) {
         cmocka_unit_test(test_logprob_events),
         cmocka_unit_test(test_default_kv_cap),
         cmocka_unit_test(test_free_from_callback),
+        cmocka_unit_test(test_kv_type),
+        cmocka_unit_test_setup_teardown(test_budget, kv_f16_on, kv_f16_off),
+        cmocka_unit_test_setup_teardown(test_prefix_cache, kv_f16_on, kv_f16_off),
+        cmocka_unit_test_setup_teardown(test_batch_determinism, kv_f16_on,
+                                        kv_f16_off),
+        cmocka_unit_test_setup_teardown(test_lease, kv_f16_on, kv_f16_off),
     };
     return cmocka_run_group_tests_name("batcher", tests, setup, teardown);
 }

@@ -138,17 +138,65 @@ static void test_create(void **state) {
     assert_null(fx_kv_block_data(fx.kv, 3));
     /* Run r of every block side by side (model.h): block b's first run
      * one run after block b-1's, a block's runs n_blocks runs apart. */
-    assert_int_equal(fx_kv_block_data(fx.kv, 1) - fx_kv_block_data(fx.kv, 0),
+    assert_int_equal((const float *)fx_kv_block_data(fx.kv, 1) -
+                         (const float *)fx_kv_block_data(fx.kv, 0),
                      (ptrdiff_t)(16 * fx.hp.head_dim));
     assert_int_equal(fx_kv_run_stride(fx.kv), 3 * 16 * fx.hp.head_dim);
     assert_baseline(fx.kv);
     fx_kv_free(fx.kv);
     fx_kv_free(NULL);
     /* A budget in bytes buys whole blocks, bookkeeping included. */
-    size_t bytes = fx_kv_block_floats(&fx.hp, 16) * sizeof(float);
-    assert_int_equal(fx_kv_blocks_for_bytes(&fx.hp, 16, bytes), 0);
+    size_t bytes = fx_kv_block_elems(&fx.hp, 16) * sizeof(float);
+    assert_int_equal(fx_kv_blocks_for_bytes(&fx.hp, 16, FX_KV_DTYPE_F32, bytes), 0);
     /* 1024 bytes of KV + 124 of bookkeeping per block */
-    assert_int_equal(fx_kv_blocks_for_bytes(&fx.hp, 16, 10 * bytes), 8);
+    assert_int_equal(fx_kv_blocks_for_bytes(&fx.hp, 16, FX_KV_DTYPE_F32, 10 * bytes), 8);
+}
+
+/* An F16 pool: the same layout in elements at 2 bytes each, so half the
+ * bytes a block and more blocks for a budget; leases' views say so, paged
+ * and contiguous; an unknown dtype is refused. */
+static void test_f16_pool(void **state) {
+    (void)state;
+    fixture fx;
+    fx_alloc_init(&fx.alloc, NULL);
+    fx.hp = tiny_hp();
+    fx_kv_params p = {.n_blocks = 3, .block_tokens = 16,
+                      .dtype = FX_KV_DTYPE_F16};
+    OK(fx_kv_create(&fx.alloc, &fx.hp, &p, &fx.kv, &e_));
+    assert_int_equal(fx_kv_dtype_of(fx.kv), FX_KV_DTYPE_F16);
+    assert_int_equal((const uint16_t *)fx_kv_block_data(fx.kv, 1) -
+                         (const uint16_t *)fx_kv_block_data(fx.kv, 0),
+                     (ptrdiff_t)(16 * fx.hp.head_dim));
+    assert_int_equal(fx_kv_run_stride(fx.kv), 3 * 16 * fx.hp.head_dim);
+    int32_t tokens[20];
+    seq(tokens, 20, 5);
+    fx_kv_lease paged, contig;
+    OK(fx_kv_lease_init(fx.kv, &paged, FX_KV_PAGED, 64, &e_));
+    OK(fx_kv_lease_init(fx.kv, &contig, FX_KV_CONTIGUOUS, 20, &e_));
+    admit(fx.kv, &paged, tokens, 20, 20, FX_KV_NOW);
+    admit(fx.kv, &contig, tokens, 20, 20, FX_KV_NOW);
+    run_to(&paged, 20, 7);
+    run_to(&contig, 20, 20);
+    assert_int_equal(fx_kv_lease_view(&paged).dtype, FX_KV_DTYPE_F16);
+    assert_int_equal(fx_kv_lease_view(&contig).dtype, FX_KV_DTYPE_F16);
+    OK(fx_kv_lease_release(&paged, &e_));
+    OK(fx_kv_lease_release(&contig, &e_));
+    fx_kv_lease_free(&paged);
+    fx_kv_lease_free(&contig);
+    assert_baseline(fx.kv);
+    fx_kv_free(fx.kv);
+    /* 10 F32 blocks' KV bytes: 512 bytes of KV + 124 of bookkeeping per
+     * F16 block buy 16 (8 at F32: test_create). */
+    const size_t bytes = fx_kv_block_elems(&fx.hp, 16) * sizeof(float);
+    assert_int_equal(
+        fx_kv_blocks_for_bytes(&fx.hp, 16, FX_KV_DTYPE_F16, 10 * bytes), 16);
+    assert_int_equal(fx_kv_block_bytes(&fx.hp, 16, FX_KV_DTYPE_F32) -
+                         fx_kv_block_bytes(&fx.hp, 16, FX_KV_DTYPE_F16),
+                     bytes / 2);
+    p.dtype = (fx_kv_dtype)2;
+    fx_error err;
+    assert_int_equal(fx_kv_create(&fx.alloc, &fx.hp, &p, &fx.kv, &err),
+                     FX_ERR_INVALID_ARG);
 }
 
 /* The block data: zeroed, on a 2 MiB boundary when it is that big (huge
@@ -159,7 +207,7 @@ static void test_data_placement(void **state) {
     fx_alloc alloc;
     fx_alloc_init(&alloc, NULL);
     const fx_hparams hp = tiny_hp();
-    const size_t block_bytes = fx_kv_block_floats(&hp, 16) * sizeof(float);
+    const size_t block_bytes = fx_kv_block_elems(&hp, 16) * sizeof(float);
     const uint32_t sizes[] = {3, (uint32_t)(((size_t)5 << 20) / block_bytes)};
     for (int i = 0; i < 2; i++) {
         fx_kv_params p = {.n_blocks = sizes[i], .block_tokens = 16};
@@ -721,6 +769,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create),
         cmocka_unit_test(test_data_placement),
+        cmocka_unit_test(test_f16_pool),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_reservation_evicts),
         cmocka_unit_test(test_adoption_seeds_cursor),

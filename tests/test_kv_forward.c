@@ -334,7 +334,7 @@ static const float *documented_slot(const fx_kv_view *v, const fx_hparams *hp,
                                     uint32_t pos) {
     const uint32_t bt = v->block_tokens;
     const size_t run = ((size_t)l * 2 + kv) * hp->n_head_kv + h;
-    return v->blocks[pos / bt] + run * v->run_stride +
+    return (const float *)v->blocks[pos / bt] + run * v->run_stride +
            (size_t)(pos % bt) * hp->head_dim;
 }
 

@@ -131,8 +131,8 @@ static void test_row_bytes(void **state) {
     const uint32_t call = 256, ctxs[] = {1024, 8192, 32768};
     for (int i = 0; i < 3; i++) {
         uint32_t n = ctxs[i];
-        double naive = (double)n / 16 * (double)fx_kv_block_bytes(&hp, 16);
-        double ring = (double)fx_kv_row_bytes(&hp, 16, n, call);
+        double naive = (double)n / 16 * (double)fx_kv_block_bytes(&hp, 16, FX_KV_DTYPE_F32);
+        double ring = (double)fx_kv_row_bytes(&hp, 16, n, call, FX_KV_DTYPE_F32);
         /* The window plus one call, rounded out to blocks: no less than
          * the window, no more than window + call + two blocks. */
         double lo = naive * (full + sliding * 512 / n);
@@ -142,7 +142,7 @@ static void test_row_bytes(void **state) {
                       n, ring / 1048576, naive / 1048576, ring / naive);
         assert_true(ring >= lo && ring <= hi);
         fx_kv_params p;
-        fx_kv_plan(&hp, 16, n, call, (uint64_t)(4 * ring), &p);
+        fx_kv_plan(&hp, 16, n, call, FX_KV_DTYPE_F32, (uint64_t)(4 * ring), &p);
         assert_int_equal(p.ring_call, call);
         assert_int_equal(p.n_blocks, 4 * (n / 16));
         assert_int_equal(p.n_ring_blocks, 4 * ((512 + call - 2) / 16 + 2));
@@ -150,26 +150,26 @@ static void test_row_bytes(void **state) {
     /* No ring where it would not save: a window as long as the context,
      * or no sliding layer. */
     fx_kv_params p;
-    fx_kv_plan(&hp, 16, 512, call, 1u << 30, &p);
+    fx_kv_plan(&hp, 16, 512, call, FX_KV_DTYPE_F32, 1u << 30, &p);
     assert_int_equal(p.ring_call, 0);
-    assert_int_equal(fx_kv_row_bytes(&hp, 16, 512, call),
-                     32 * fx_kv_block_bytes(&hp, 16));
+    assert_int_equal(fx_kv_row_bytes(&hp, 16, 512, call, FX_KV_DTYPE_F32),
+                     32 * fx_kv_block_bytes(&hp, 16, FX_KV_DTYPE_F32));
     /* Every layer sliding (Phi-3 mini's window of 2047): only the ring,
      * and blocks that are the tree's edges. */
     hp.swa_period = 0;
     hp.n_swa = 2047;
-    fx_kv_plan(&hp, 16, 4096, call, 1u << 30, &p);
+    fx_kv_plan(&hp, 16, 4096, call, FX_KV_DTYPE_F32, 1u << 30, &p);
     assert_int_equal(p.ring_call, call);
-    double naive = 256.0 * (double)fx_kv_block_bytes(&hp, 16);
-    double ring = (double)fx_kv_row_bytes(&hp, 16, 4096, call);
+    double naive = 256.0 * (double)fx_kv_block_bytes(&hp, 16, FX_KV_DTYPE_F32);
+    double ring = (double)fx_kv_row_bytes(&hp, 16, 4096, call, FX_KV_DTYPE_F32);
     print_message("every layer sliding over 2047, 4096 positions: %.3f of "
                   "every position\n", ring / naive);
     assert_true(ring >= naive * 2047 / 4096 &&
                 ring <= naive * (2047 + call + 32) / 4096 * 1.001);
     hp.n_swa = 0;
-    fx_kv_plan(&hp, 16, 8192, call, 1u << 30, &p);
+    fx_kv_plan(&hp, 16, 8192, call, FX_KV_DTYPE_F32, 1u << 30, &p);
     assert_int_equal(p.ring_call, 0);
-    assert_int_equal(p.n_blocks, fx_kv_blocks_for_bytes(&hp, 16, 1u << 30));
+    assert_int_equal(p.n_blocks, fx_kv_blocks_for_bytes(&hp, 16, FX_KV_DTYPE_F32, 1u << 30));
 }
 
 static void test_ring_bounds_a_row(void **state) {

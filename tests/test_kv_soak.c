@@ -82,8 +82,9 @@ static float *slot(const soak *s, const fx_kv_view *v, uint32_t p, int which) {
     const size_t at = run * stride +
                       (size_t)(p % v->block_tokens) * s->hp.head_dim +
                       (which ? s->hp.head_dim - 1 : 0);
-    if (in_ring) return v->ring[(p / v->block_tokens) % v->ring_blocks] + at;
-    return v->blocks[p / v->block_tokens] + at;
+    if (in_ring)
+        return (float *)v->ring[(p / v->block_tokens) % v->ring_blocks] + at;
+    return (float *)v->blocks[p / v->block_tokens] + at;
 }
 
 /* Whether slot(which) of position p must hold its signature: a ring

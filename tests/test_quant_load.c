@@ -279,9 +279,9 @@ enum { PROMPT = 3, GEN = 6, N = PROMPT + GEN };
  * into logits[N - 1][n_vocab]. */
 static void generate(loaded *l, int32_t *tokens, float *logits) {
     const uint32_t v = l->hp.n_vocab;
-    float *kv = calloc(fx_kv_block_floats(&l->hp, MAX_CTX), sizeof *kv);
+    float *kv = calloc(fx_kv_block_elems(&l->hp, MAX_CTX), sizeof *kv);
     assert_non_null(kv);
-    float *blocks[1] = {kv};
+    void *blocks[1] = {kv};
     fx_kv_view view = {.blocks = blocks, .n_blocks = 1, .block_tokens = MAX_CTX,
                        .run_stride = (size_t)MAX_CTX * l->hp.head_dim};
     for (uint32_t p = 0; p < PROMPT; p++) tokens[p] = (int32_t)(3 + 7 * p);
@@ -346,8 +346,8 @@ static void assert_close_to_twin(const gw_buf *q, const gw_buf *twin) {
     float *lt = calloc((size_t)N * v, sizeof *lt);
     assert_non_null(lt);
     /* Teacher-forced on the quantized model's tokens: the same inputs. */
-    float *kv = calloc(fx_kv_block_floats(&l.hp, MAX_CTX), sizeof *kv);
-    float *blocks[1] = {kv};
+    float *kv = calloc(fx_kv_block_elems(&l.hp, MAX_CTX), sizeof *kv);
+    void *blocks[1] = {kv};
     fx_kv_view view = {.blocks = blocks, .n_blocks = 1, .block_tokens = MAX_CTX,
                        .run_stride = (size_t)MAX_CTX * l.hp.head_dim};
     for (uint32_t p = 0; p + 1 < N; p++) {
@@ -754,7 +754,7 @@ static void resident_case(int tied) {
     assert_non_null(logits);
     const size_t logits_bytes = (size_t)N * l.hp.n_vocab * sizeof *logits;
     const size_t kv_bytes =
-        fx_kv_block_floats(&l.hp, MAX_CTX) * sizeof(float);
+        fx_kv_block_elems(&l.hp, MAX_CTX) * sizeof(float);
     /* Five generations of N - 1 passes: the copy partly made after the
      * first, whole well before the last (a 16th of it a pass). */
     for (int round = 0; round < 5; round++) {

@@ -7,7 +7,9 @@
 # LLAMA_BUILD_DIR holds bin/llama-batched-bench and bin/llama-simple
 # (llama.cpp or a fork such as ik_llama.cpp: a reference, never a
 # dependency). Environment: FERROX_BUILD (default ./build), THREADS (2),
-# NPP (128), NTG (32), NPL ("1,16"), REPEATS (3), LOADS (3), ROUNDS (1).
+# NPP (128), NTG (32), NPL ("1,16"), REPEATS (3), LOADS (3), ROUNDS (1),
+# KV_TYPE (f32, or f16: ferrox's KV cache; the peer keeps its default,
+# f16, either way).
 # Per model it runs:
 #   llama-batched-bench -npp NPP -ntg NTG -npl NPL -t THREADS: prefill
 #       (S_PP at B=1) and decode (S_TG) at each B;
@@ -37,6 +39,7 @@ npl=${NPL:-1,16}
 repeats=${REPEATS:-3}
 loads=${LOADS:-3}
 rounds=${ROUNDS:-1}
+kv=${KV_TYPE:-f32}
 gnutime=/usr/bin/time
 for f in "$peer/bin/llama-batched-bench" "$peer/bin/llama-simple" \
          "$build/examples/ferrox-bench" "$build/examples/ferrox-run" "$gnutime"; do
@@ -80,7 +83,7 @@ for model in "$@"; do
         "$peer/bin/llama-batched-bench" -m "$model" -c $(( (npp + ntg) * ${npl##*,} + 64 )) \
             -b 2048 -ub 512 -npp "$npp" -ntg "$ntg" -npl "$npl" -t "$threads" \
             > "$tmp/ll" 2>&1 || { echo "$name: llama-batched-bench failed: $(tail -1 "$tmp/ll")" >&2; continue 2; }
-        "$build/examples/ferrox-bench" --model "$model" --threads "$threads" \
+        "$build/examples/ferrox-bench" --model "$model" --threads "$threads" --kv-type "$kv" \
             --phases roofline,prefill,decode --rows "$npl" --prompt-tokens "$npp" \
             --gen-tokens "$ntg" --repeats "$repeats" > "$tmp/fx" 2> "$tmp/fx.err" ||
             { echo "$name: ferrox-bench failed: $(tail -1 "$tmp/fx.err")" >&2; continue 2; }
@@ -93,7 +96,7 @@ for model in "$@"; do
         fi
         read -r ll_load ll_rss < <(startup "$tmp/lls" "$peer/bin/llama-simple" -m "$model" -n 1 -t "$threads" "${prompt_arg[@]}")
         read -r fx_load fx_rss < <(startup "$tmp/fxs" "$build/examples/ferrox-run" --model "$model" \
-            --prompt "Hello" --max-tokens 1 --threads "$threads")
+            --prompt "Hello" --max-tokens 1 --threads "$threads" --kv-type "$kv")
         last=${npl##*,}
         ll_pp=$(ll_field "$tmp/ll" 1 6); ll_d1=$(ll_field "$tmp/ll" 1 8); ll_dn=$(ll_field "$tmp/ll" "$last" 8)
         fx_pp=$(fx_field "$tmp/fx" prefill 1 tokens_per_s)

@@ -5,10 +5,13 @@
 #
 # LLAMA_DIR is a llama.cpp (or ik_llama.cpp) source checkout built in
 # LLAMA_DIR/build (the reference, never a dependency of ferrox). Environment: FERROX_BUILD
-# (default ./build), N_TOKENS (default 64), PROMPT, FX_THREADS (default 2).
+# (default ./build), N_TOKENS (default 64), PROMPT, FX_THREADS (default 2),
+# KV_TYPE (f32, the default, or f16: both sides then store the KV cache
+# as f16; llama.cpp also rounds the query and the attention weights to
+# f16 there, ferrox keeps them F32).
 # For each model, ferrox-run tokenizes PROMPT and decodes greedily; the
 # same prompt ids go to llamacpp-greedy (tools/llamacpp-greedy.c, compiled
-# here against LLAMA_DIR) with an F32 KV cache. A model passes when the
+# here against LLAMA_DIR) with the same KV cache type. A model passes when the
 # generated ids are equal to the end, or first differ at a step where
 # llama.cpp's own top-2 logit margin is below MARGIN (default 0.15): a
 # near-tie that rounding decides.
@@ -20,6 +23,13 @@ build=${FERROX_BUILD:-build}
 n=${N_TOKENS:-64}
 margin=${MARGIN:-0.15}
 prompt=${PROMPT:-"Once upon a time, in a village by the sea, there lived"}
+kv=${KV_TYPE:-f32}
+case $kv in
+    f32) FX_KV_F16=0 ;;
+    f16) FX_KV_F16=1 ;;
+    *) echo "KV_TYPE must be f32 or f16" >&2; exit 2 ;;
+esac
+export FX_KV_F16
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -39,7 +49,7 @@ cc -O2 $old -o "$tmp/llamacpp-greedy" "$here/llamacpp-greedy.c" \
 status=0
 for model in "$@"; do
     "$build/examples/ferrox-run" --model "$model" --prompt "$prompt" --ids \
-        --max-tokens "$n" --ignore-eos --threads "${FX_THREADS:-2}" \
+        --max-tokens "$n" --ignore-eos --threads "${FX_THREADS:-2}" --kv-type "$kv" \
         > "$tmp/fx" 2> "$tmp/fx.err" || {
         echo "$model: ferrox-run failed: $(tail -1 "$tmp/fx.err")"
         status=1; continue; }

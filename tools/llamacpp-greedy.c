@@ -7,8 +7,9 @@
  *   llamacpp-greedy MODEL N_TOKENS ID ID ...
  *
  * Feeds the prompt token ids as given (no tokenizer, no BOS added), then
- * takes the arg-max token N_TOKENS times with an F32 KV cache, one thread
- * per core given by FX_THREADS (default 2). Prints one line per step:
+ * takes the arg-max token N_TOKENS times with an F32 KV cache (F16 with
+ * FX_KV_F16=1), one thread per core given by FX_THREADS (default 2).
+ * Prints one line per step:
  *   <step> <token id> <top-1 logit - top-2 logit>
  * The margin says how close a step was to a tie, which decides whether a
  * difference from ferrox at that step is rounding or a bug.
@@ -50,8 +51,10 @@ int main(int argc, char **argv) {
     cp.n_batch = cp.n_ctx;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
-    cp.type_k = GGML_TYPE_F32;
-    cp.type_v = GGML_TYPE_F32;
+    const char *f16 = getenv("FX_KV_F16");
+    const int kv_f16 = f16 && f16[0] == '1';
+    cp.type_k = kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.type_v = kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
 #ifdef FX_LLAMA_OLD_API
     /* Its attention takes an F32 V cache only in flash attention, which
      * has no F32 path: F16 values, the closest it runs. */

@@ -25,6 +25,7 @@ type BatcherOptions struct {
 	Threads       uint32 // the batcher starts Threads-1 worker threads
 	NoPrefixCache bool   // never adopt or publish prefixes
 	Fast          bool   // OpenBLAS for large matmuls; not batch-invariant
+	KVF16         bool   // keys and values stored as f16: half the KV memory
 }
 
 // Batcher runs many rows over one model (fx_batcher). It is safe for
@@ -81,6 +82,9 @@ func NewBatcher(m *Model, opts *BatcherOptions) (*Batcher, error) {
 		}
 		if opts.Fast {
 			p.flags |= C.FX_BATCHER_FAST
+		}
+		if opts.KVF16 {
+			p.flags |= C.FX_BATCHER_KV_F16
 		}
 	}
 	var h *C.fx_batcher

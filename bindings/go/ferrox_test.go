@@ -668,6 +668,28 @@ func TestMetadataAndTensors(t *testing.T) {
 	}
 }
 
+// An F16 KV cache runs (the same text on two batchers, one sharing its
+// batch with another row).
+func TestKVF16(t *testing.T) {
+	m := load(t)
+	var texts []string
+	for rows := 1; rows <= 2; rows++ {
+		b, err := NewBatcher(m, &BatcherOptions{NCtx: 256, KVF16: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := submit(t, b, request("Once upon", 12, sampled(7)))
+		if rows == 2 {
+			submit(t, b, request("The dragon said", 12, sampled(8)))
+		}
+		texts = append(texts, wait(t, r).Text)
+		b.Close()
+	}
+	if texts[0] == "" || texts[0] != texts[1] {
+		t.Fatalf("alone %q, batched %q", texts[0], texts[1])
+	}
+}
+
 // The same tokens computed from the file mapping as from the copy, made
 // over the first steps or at once.
 func TestMappedWeights(t *testing.T) {

@@ -55,7 +55,13 @@ fx_status fx_batcher_impl_lease_release(fx_batcher_impl *b, fx_lease *l);
  * FX_BATCHER_DEFAULT_KV_CAP, but never less than one row. */
 uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
                                      uint32_t n_ctx, uint32_t block_tokens,
-                                     uint32_t max_step_tokens);
+                                     uint32_t max_step_tokens,
+                                     fx_kv_dtype dtype);
+
+/* The KV layer's element type for the batcher's flags. */
+static inline fx_kv_dtype fx_batcher_kv_dtype(const fx_batcher_params *p) {
+    return p->flags & FX_BATCHER_KV_F16 ? FX_KV_DTYPE_F16 : FX_KV_DTYPE_F32;
+}
 
 /* ---- for tests: the accounting the invariants are stated in ---- */
 

@@ -348,7 +348,8 @@ int fx_batcher_impl_poll(fx_batcher_impl *b, fx_event *out) {
 
 static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
                               fx_error *err) {
-    if (p->flags & ~(FX_BATCHER_NO_PREFIX_CACHE | FX_BATCHER_FAST))
+    if (p->flags & ~(FX_BATCHER_NO_PREFIX_CACHE | FX_BATCHER_FAST |
+                     FX_BATCHER_KV_F16))
         return fx_fail(err, FX_ERR_INVALID_ARG, "unknown batcher flags 0x%x",
                        p->flags);
     if (p->max_rows == 0) p->max_rows = 16;
@@ -373,16 +374,19 @@ static fx_status check_params(fx_batcher_params *p, const fx_hparams *hp,
     if (p->kv_bytes == 0)
         p->kv_bytes = fx_batcher_default_kv_bytes(hp, p->max_rows, p->n_ctx,
                                                   p->block_tokens,
-                                                  p->max_step_tokens);
+                                                  p->max_step_tokens,
+                                                  fx_batcher_kv_dtype(p));
     return FX_OK;
 }
 
 uint64_t fx_batcher_default_kv_bytes(const fx_hparams *hp, uint32_t max_rows,
                                      uint32_t n_ctx, uint32_t block_tokens,
-                                     uint32_t max_step_tokens) {
+                                     uint32_t max_step_tokens,
+                                     fx_kv_dtype dtype) {
     /* Priced as the pool prices a row (sliding layers' rings included),
      * so the default buys exactly max_rows full rows (fx_kv_plan). */
-    uint64_t one_row = fx_kv_row_bytes(hp, block_tokens, n_ctx, max_step_tokens);
+    uint64_t one_row =
+        fx_kv_row_bytes(hp, block_tokens, n_ctx, max_step_tokens, dtype);
     /* max_rows full rows of F32 K/V is ~64 GiB for a 7B model at 4096
      * positions, so an uncapped default made fx_batcher_create fail with
      * NOMEM out of the box. Rows are admitted by the blocks they need, so
@@ -434,7 +438,7 @@ fx_status fx_batcher_impl_create(const fx_batcher_model *model,
      * sliding layers' rings must hold beyond the window. */
     fx_kv_params kvp;
     fx_kv_plan(model->hp, p.block_tokens, p.n_ctx, p.max_step_tokens,
-               p.kv_bytes, &kvp);
+               fx_batcher_kv_dtype(&p), p.kv_bytes, &kvp);
     if (kvp.n_blocks == 0) {
         st = fx_fail(err, FX_ERR_INVALID_ARG,
                      "kv_bytes %llu does not hold one block of %u positions",

@@ -70,6 +70,7 @@ typedef struct fx_kv_params {
      * positions, the most one forward call may add to a row. */
     uint32_t ring_call;
     uint32_t n_ring_blocks;
+    fx_kv_dtype dtype;     /* how K and V are stored; zero is F32 */
 } fx_kv_params;
 
 #define FX_KV_DEFAULT_BLOCK_TOKENS 16u
@@ -80,10 +81,11 @@ typedef struct fx_kv_params {
  * bytes split between the pools as one full row splits them. n_blocks is
  * 0 if not even one block fits. */
 void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,
-                uint32_t max_call, uint64_t bytes, fx_kv_params *out);
+                uint32_t max_call, fx_kv_dtype dtype, uint64_t bytes,
+                fx_kv_params *out);
 /* What one row of n_ctx positions costs under that plan (0 on overflow). */
 uint64_t fx_kv_row_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                         uint32_t n_ctx, uint32_t max_call);
+                         uint32_t n_ctx, uint32_t max_call, fx_kv_dtype dtype);
 
 /* Allocates the pool, the tree's nodes (one per block: a node always owns
  * exactly one block) and the check's scratch, all at once: nothing after
@@ -98,10 +100,11 @@ void fx_kv_free(fx_kv *kv);
 /* How many blocks of block_tokens fit in `bytes` of KV memory (0 if not
  * even one). */
 uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                                uint64_t bytes);
+                                fx_kv_dtype dtype, uint64_t bytes);
 /* What one block costs against that budget: its K and V plus the pool's
  * bookkeeping for it. 0 if block_tokens is 0 or the size overflows. */
-uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens);
+uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                           fx_kv_dtype dtype);
 
 uint32_t fx_kv_block_tokens(const fx_kv *kv);
 /* Whether sliding layers live in rings (fx_kv_params.ring_call). */
@@ -113,11 +116,12 @@ uint32_t fx_kv_total_blocks(const fx_kv *kv);
 /* Blocks that hold n_positions positions: ceil(n_positions / block_tokens). */
 uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions);
 /* The data of block id b: its first run (lib/model/model.h), the others
- * fx_kv_run_stride floats apart; NULL for an id out of range. */
-float *fx_kv_block_data(const fx_kv *kv, uint32_t b);
-/* Floats from a block's run to its next: every block's run r side by
+ * fx_kv_run_stride elements apart; NULL for an id out of range. */
+void *fx_kv_block_data(const fx_kv *kv, uint32_t b);
+/* Elements from a block's run to its next: every block's run r side by
  * side, n_blocks * block_tokens * head_dim. */
 size_t fx_kv_run_stride(const fx_kv *kv);
+fx_kv_dtype fx_kv_dtype_of(const fx_kv *kv);
 /* Leases holding b, plus one if the tree owns it; 0 means free. */
 uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b);
 
@@ -221,19 +225,19 @@ typedef struct fx_kv_lease {
     fx_kv_layout layout;
     fx_kv_lease_state state;
     uint32_t *table;        /* [max_blocks] block ids; [0, n_blocks) valid */
-    float **ptrs;           /* [max_blocks] their data: the view's blocks */
+    void **ptrs;            /* [max_blocks] their data: the view's blocks */
     uint32_t n_blocks, max_blocks;
     uint32_t max_positions;
     uint32_t cursor;        /* positions written: the one truth */
     uint32_t adopted;       /* leading blocks adopted at admission */
     uint32_t reserve_left;  /* blocks this lease may still draw */
-    float *contig;          /* contiguous: one block of max_positions */
+    void *contig;           /* contiguous: one block of max_positions */
     struct fx_kv_lease *prev, *next; /* the kv's live list, for fx_kv_check */
     /* The sliding layers' ring (paged, on a kv with one): slot s holds
      * block index ring_at[s], s == ring_at[s] % ring_len. */
     uint32_t *ring;         /* [ring_len] ring block ids, or KV_NIL */
     uint32_t *ring_at;      /* [ring_len] */
-    float **ring_ptrs;      /* [ring_len] their data: the view's ring */
+    void **ring_ptrs;       /* [ring_len] their data: the view's ring */
     uint32_t ring_cap;      /* slots it may fill: its share of the pool */
     uint32_t ring_held;     /* slots filled */
 } fx_kv_lease;

@@ -20,9 +20,10 @@ struct fx_kv {
     fx_hparams hp;
     uint32_t n_blocks;       /* total */
     uint32_t block_tokens;
-    size_t block_floats;
-    float *data;             /* [runs][n_blocks][block_tokens][head_dim]
-                                (model.h), in data_raw */
+    fx_kv_dtype dtype;       /* of data and ring_data */
+    size_t block_elems;
+    uint8_t *data;           /* [runs][n_blocks][block_tokens][head_dim]
+                                elements (model.h), in data_raw */
     void *data_raw;          /* what fx_malloc_huge allocated */
     uint32_t *row_refs;      /* [n_blocks] leases holding the block */
     uint32_t *free_stack;    /* [n_blocks]; [0, n_free) are free ids */
@@ -66,8 +67,8 @@ struct fx_kv {
     uint32_t ring_len;       /* slots of a lease's ring */
     uint32_t ring_call;      /* most positions one forward call may add */
     uint32_t n_ring;         /* blocks in the pool */
-    size_t ring_block_floats;
-    float *ring_data;        /* [runs][n_ring][block_tokens][head_dim] */
+    size_t ring_block_elems;
+    uint8_t *ring_data;      /* [runs][n_ring][block_tokens][head_dim] */
     void *ring_raw;
     uint32_t *ring_refs;     /* [n_ring] leases holding it */
     uint32_t *ring_node;     /* [n_ring] the node it hangs on, or KV_NIL */
@@ -145,10 +146,10 @@ void fx_kv_lru_sync(fx_kv *kv, uint32_t b);
 int fx_kv_evict_one(fx_kv *kv);
 fx_status fx_kv_check_tree(const fx_kv *kv, fx_error *err);
 
-/* Floats of one block of a layer group, or 0 if that number (or its byte
- * size) overflows (pool.c). */
-size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
-                            fx_kv_group group);
+/* Elements of one block of a layer group, or 0 if that number (or its
+ * byte size in dtype) overflows (pool.c). */
+size_t fx_kv_elems_checked(const fx_hparams *hp, uint64_t block_tokens,
+                           fx_kv_group group, fx_kv_dtype dtype);
 
 /* ---- the sliding layers' ring pool (ring.c) ---- */
 

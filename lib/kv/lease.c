@@ -45,9 +45,10 @@ fx_status fx_kv_lease_init(fx_kv *kv, fx_kv_lease *lease, fx_kv_layout layout,
          * pass cannot tell it from a pool's blocks, which is what lets one
          * set of forward tests cover both. */
         uint64_t bytes;
-        if (!fx_mul_u64(fx_kv_block_floats(&kv->hp, 1), max_positions,
+        if (!fx_mul_u64(fx_kv_block_elems(&kv->hp, 1), max_positions,
                         &bytes) ||
-            !fx_mul_u64(bytes, sizeof(float), &bytes) || bytes > SIZE_MAX)
+            !fx_mul_u64(bytes, fx_kv_dtype_size(kv->dtype), &bytes) ||
+            bytes > SIZE_MAX)
             return fx_fail(err, FX_ERR_TOO_LARGE,
                            "kv lease: %u contiguous positions overflow",
                            max_positions);
@@ -237,6 +238,7 @@ fx_status fx_kv_lease_prepare(fx_kv_lease *lease, uint32_t n_new,
 fx_kv_view fx_kv_lease_view(const fx_kv_lease *lease) {
     fx_kv_view v = {.blocks = NULL, .n_blocks = 0, .block_tokens = 1};
     if (!lease || !lease->kv || lease->state != FX_KV_LEASE_ACTIVE) return v;
+    v.dtype = lease->kv->dtype;
     if (lease->layout == FX_KV_CONTIGUOUS) {
         v.blocks = lease->ptrs;
         v.n_blocks = 1;

@@ -7,18 +7,19 @@
 
 #include <string.h>
 
-/* Floats in one block of block_tokens positions, or 0 if that number (or
- * its byte size) overflows. model.h's fx_kv_block_floats is the layout's
- * one definition; this only proves its unchecked product cannot wrap. */
-size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
-                            fx_kv_group group) {
+/* Elements in one block of block_tokens positions, or 0 if that number
+ * (or its byte size) overflows. model.h's fx_kv_block_elems is the
+ * layout's one definition; this only proves its unchecked product cannot
+ * wrap. */
+size_t fx_kv_elems_checked(const fx_hparams *hp, uint64_t block_tokens,
+                           fx_kv_group group, fx_kv_dtype dtype) {
     uint64_t n = 1;
     uint64_t factors[] = {fx_kv_group_layers(hp, group), 2, block_tokens,
-                          hp->n_head_kv, hp->head_dim, sizeof(float)};
+                          hp->n_head_kv, hp->head_dim, fx_kv_dtype_size(dtype)};
     for (size_t i = 0; i < sizeof factors / sizeof *factors; i++)
         if (!fx_mul_u64(n, factors[i], &n)) return 0;
     if (n == 0 || n > SIZE_MAX || block_tokens > UINT32_MAX) return 0;
-    return fx_kv_group_floats(hp, (uint32_t)block_tokens, group);
+    return fx_kv_group_elems(hp, (uint32_t)block_tokens, group);
 }
 
 /* What a block of a group costs: its K and V plus the bookkeeping the
@@ -26,20 +27,22 @@ size_t fx_kv_floats_checked(const fx_hparams *hp, uint64_t block_tokens,
  * ids, LRU links, scratch; for ring blocks refs, node, free slot, LRU
  * links, scratch and the node's link), so a budget is a budget. */
 static uint64_t group_block_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                                  fx_kv_group group) {
+                                  fx_kv_group group, fx_kv_dtype dtype) {
     /* No full layer (every layer slides, Phi-3): blocks that are only
      * the tree's edges. */
-    size_t floats = fx_kv_group_layers(hp, group) == 0
-                        ? 0 : fx_kv_floats_checked(hp, block_tokens, group);
-    if (floats == 0 && fx_kv_group_layers(hp, group) != 0) return 0;
+    size_t elems = fx_kv_group_layers(hp, group) == 0
+                       ? 0 : fx_kv_elems_checked(hp, block_tokens, group, dtype);
+    if (elems == 0 && fx_kv_group_layers(hp, group) != 0) return 0;
+    const uint64_t kv_bytes = (uint64_t)elems * fx_kv_dtype_size(dtype);
     if (group == FX_KV_SLIDING_LAYERS)
-        return (uint64_t)floats * sizeof(float) + 7 * sizeof(uint32_t);
-    return (uint64_t)floats * sizeof(float) + 11 * sizeof(uint32_t) +
+        return kv_bytes + 7 * sizeof(uint32_t);
+    return kv_bytes + 11 * sizeof(uint32_t) +
            2 * sizeof(uint64_t) + (uint64_t)block_tokens * sizeof(int32_t);
 }
 
-uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens) {
-    return group_block_bytes(hp, block_tokens, FX_KV_ALL_LAYERS);
+uint64_t fx_kv_block_bytes(const fx_hparams *hp, uint32_t block_tokens,
+                           fx_kv_dtype dtype) {
+    return group_block_bytes(hp, block_tokens, FX_KV_ALL_LAYERS, dtype);
 }
 
 /* Ring blocks a row needs at most, or 0 when a ring would not save memory
@@ -55,14 +58,15 @@ static uint64_t ring_blocks_for(const fx_hparams *hp, uint32_t bt,
 }
 
 uint64_t fx_kv_row_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                         uint32_t n_ctx, uint32_t max_call) {
+                         uint32_t n_ctx, uint32_t max_call, fx_kv_dtype dtype) {
     uint32_t bt = block_tokens ? block_tokens : FX_KV_DEFAULT_BLOCK_TOKENS;
     uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
     uint64_t ring = ring_blocks_for(hp, bt, n_ctx, max_call), a, b;
     if (ring == 0)
-        return fx_mul_u64(row, fx_kv_block_bytes(hp, bt), &a) ? a : 0;
-    if (!fx_mul_u64(row, group_block_bytes(hp, bt, FX_KV_FULL_LAYERS), &a) ||
-        !fx_mul_u64(ring, group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS), &b) ||
+        return fx_mul_u64(row, fx_kv_block_bytes(hp, bt, dtype), &a) ? a : 0;
+    if (!fx_mul_u64(row, group_block_bytes(hp, bt, FX_KV_FULL_LAYERS, dtype), &a) ||
+        !fx_mul_u64(ring, group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS, dtype),
+                    &b) ||
         a + b < a)
         return 0;
     return a + b;
@@ -73,21 +77,23 @@ static uint32_t clamp_blocks(uint64_t n) {
 }
 
 void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,
-                uint32_t max_call, uint64_t bytes, fx_kv_params *out) {
+                uint32_t max_call, fx_kv_dtype dtype, uint64_t bytes,
+                fx_kv_params *out) {
     uint32_t bt = block_tokens ? block_tokens : FX_KV_DEFAULT_BLOCK_TOKENS;
     memset(out, 0, sizeof *out);
     out->block_tokens = bt;
+    out->dtype = dtype;
     uint64_t ring = ring_blocks_for(hp, bt, n_ctx, max_call);
-    uint64_t row_bytes = fx_kv_row_bytes(hp, bt, n_ctx, max_call);
+    uint64_t row_bytes = fx_kv_row_bytes(hp, bt, n_ctx, max_call, dtype);
     if (ring == 0 || row_bytes == 0) {
-        out->n_blocks = fx_kv_blocks_for_bytes(hp, bt, bytes);
+        out->n_blocks = fx_kv_blocks_for_bytes(hp, bt, dtype, bytes);
         return;
     }
     /* As many rows' worth of each pool as the bytes buy, the remainder
      * split the same way. */
     uint64_t row = ((uint64_t)n_ctx + bt - 1) / bt;
-    uint64_t full_bytes = group_block_bytes(hp, bt, FX_KV_FULL_LAYERS);
-    uint64_t ring_bytes = group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS);
+    uint64_t full_bytes = group_block_bytes(hp, bt, FX_KV_FULL_LAYERS, dtype);
+    uint64_t ring_bytes = group_block_bytes(hp, bt, FX_KV_SLIDING_LAYERS, dtype);
     uint64_t rows = bytes / row_bytes, rest = bytes % row_bytes;
     double share = (double)(row * full_bytes) / (double)row_bytes;
     uint64_t rest_full = (uint64_t)((double)rest * share);
@@ -99,9 +105,9 @@ void fx_kv_plan(const fx_hparams *hp, uint32_t block_tokens, uint32_t n_ctx,
 }
 
 uint32_t fx_kv_blocks_for_bytes(const fx_hparams *hp, uint32_t block_tokens,
-                                uint64_t bytes) {
+                                fx_kv_dtype dtype, uint64_t bytes) {
     if (block_tokens == 0) block_tokens = FX_KV_DEFAULT_BLOCK_TOKENS;
-    uint64_t per = fx_kv_block_bytes(hp, block_tokens);
+    uint64_t per = fx_kv_block_bytes(hp, block_tokens, dtype);
     if (per == 0) return 0;
     uint64_t n = bytes / per;
     return n >= UINT32_MAX - 1 ? UINT32_MAX - 2 : (uint32_t)n;
@@ -154,13 +160,18 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
      * position. */
     const bool no_full = params->ring_call &&
                          fx_kv_group_layers(hp, FX_KV_FULL_LAYERS) == 0;
-    size_t floats = no_full ? 0 : fx_kv_floats_checked(
-        hp, bt, params->ring_call ? FX_KV_FULL_LAYERS : FX_KV_ALL_LAYERS);
-    uint64_t total_floats = 1, total_tokens;
-    /* Without a full layer the blocks hold no K/V: one placeholder float
+    if (params->dtype != FX_KV_DTYPE_F32 && params->dtype != FX_KV_DTYPE_F16)
+        return fx_fail(err, FX_ERR_INVALID_ARG, "kv: unknown dtype %d",
+                       (int)params->dtype);
+    const size_t esize = fx_kv_dtype_size(params->dtype);
+    size_t elems = no_full ? 0 : fx_kv_elems_checked(
+        hp, bt, params->ring_call ? FX_KV_FULL_LAYERS : FX_KV_ALL_LAYERS,
+        params->dtype);
+    uint64_t total_elems = 1, total_tokens;
+    /* Without a full layer the blocks hold no K/V: one placeholder element
      * gives their data pointer a place to point (fx_kv_block_data). */
-    if ((!no_full && (floats == 0 || !fx_mul_u64(floats, n, &total_floats))) ||
-        total_floats > SIZE_MAX / sizeof(float) ||
+    if ((!no_full && (elems == 0 || !fx_mul_u64(elems, n, &total_elems))) ||
+        total_elems > SIZE_MAX / esize ||
         !fx_mul_u64(bt, n, &total_tokens) || total_tokens > SIZE_MAX)
         return fx_fail(err, FX_ERR_TOO_LARGE,
                        "kv: %u blocks of %u positions overflow memory sizes",
@@ -171,7 +182,8 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
     kv->hp = *hp;
     kv->n_blocks = n;
     kv->block_tokens = bt;
-    kv->block_floats = floats;
+    kv->dtype = params->dtype;
+    kv->block_elems = elems;
     kv->root = n;
     size_t nn = (size_t)n + 1;
     /* On huge pages: a decode step reads each layer's keys and values of
@@ -182,10 +194,9 @@ fx_status fx_kv_create(const fx_alloc *alloc, const fx_hparams *hp,
      * already takes huge pages. The biggest allocation goes first and each
      * is checked at once: a pool the machine cannot hold fails before any
      * per-block array is allocated and zeroed. */
-    kv->data = fx_malloc_huge(alloc, (size_t)total_floats * sizeof(float),
-                              &kv->data_raw);
+    kv->data = fx_malloc_huge(alloc, (size_t)total_elems * esize, &kv->data_raw);
     if (!kv->data) goto nomem;
-    memset(kv->data, 0, (size_t)total_floats * sizeof(float));
+    memset(kv->data, 0, (size_t)total_elems * esize);
     if (!(kv->tokens = fx_malloc_array(alloc, (size_t)total_tokens, sizeof(int32_t))) ||
         !(kv->last_use = fx_calloc(alloc, n, sizeof(uint64_t))) ||
         !(kv->row_refs = fx_calloc(alloc, n, sizeof(uint32_t))) ||
@@ -233,21 +244,23 @@ uint32_t fx_kv_blocks_for(const fx_kv *kv, uint64_t n_positions) {
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-/* Floats of one run (model.h): a block's share of one layer's K or V of
- * one KV head. */
-static size_t run_floats(const fx_kv *kv) {
+/* Elements of one run (model.h): a block's share of one layer's K or V
+ * of one KV head. */
+static size_t run_elems(const fx_kv *kv) {
     return (size_t)kv->block_tokens * kv->hp.head_dim;
 }
 
-float *fx_kv_block_data(const fx_kv *kv, uint32_t b) {
+void *fx_kv_block_data(const fx_kv *kv, uint32_t b) {
     if (b >= kv->n_blocks) return NULL;
-    if (kv->block_floats == 0) return kv->data;
-    return kv->data + (size_t)b * run_floats(kv);
+    if (kv->block_elems == 0) return kv->data;
+    return kv->data + (size_t)b * run_elems(kv) * fx_kv_dtype_size(kv->dtype);
 }
 
 size_t fx_kv_run_stride(const fx_kv *kv) {
-    return (size_t)kv->n_blocks * run_floats(kv);
+    return (size_t)kv->n_blocks * run_elems(kv);
 }
+
+fx_kv_dtype fx_kv_dtype_of(const fx_kv *kv) { return kv->dtype; }
 
 uint32_t fx_kv_block_refcount(const fx_kv *kv, uint32_t b) {
     if (b >= kv->n_blocks) return 0;

@@ -53,8 +53,9 @@ static void ring_reclass(fx_kv *kv, uint32_t b, int before) {
     if (after == KV_FREE) kv->ring_free[kv->n_ring_free++] = b;
 }
 
-static float *ring_block_data(const fx_kv *kv, uint32_t b) {
-    return kv->ring_data + (size_t)b * kv->block_tokens * kv->hp.head_dim;
+static void *ring_block_data(const fx_kv *kv, uint32_t b) {
+    return kv->ring_data + (size_t)b * kv->block_tokens * kv->hp.head_dim *
+                               fx_kv_dtype_size(kv->dtype);
 }
 
 fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
@@ -71,17 +72,18 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
     /* The blocks one call touches: from the window of its first position
      * to its last, at most (n_swa - 2 + call) / bt + 2 of them. */
     uint64_t len = ((uint64_t)hp->n_swa + params->ring_call - 2) / bt + 2;
-    size_t floats = fx_kv_floats_checked(hp, bt, FX_KV_SLIDING_LAYERS);
+    size_t elems = fx_kv_elems_checked(hp, bt, FX_KV_SLIDING_LAYERS, kv->dtype);
+    const size_t esize = fx_kv_dtype_size(kv->dtype);
     uint64_t total;
-    if (len > UINT32_MAX || floats == 0 || !fx_mul_u64(floats, n, &total) ||
-        total > SIZE_MAX / sizeof(float))
+    if (len > UINT32_MAX || elems == 0 || !fx_mul_u64(elems, n, &total) ||
+        total > SIZE_MAX / esize)
         return fx_fail(err, FX_ERR_TOO_LARGE,
                        "kv: %u ring blocks overflow memory sizes", n);
     kv->ring_len = (uint32_t)len;
     kv->ring_call = params->ring_call;
     kv->n_ring = n;
-    kv->ring_block_floats = floats;
-    kv->ring_data = fx_malloc_huge(&kv->alloc, (size_t)total * sizeof(float),
+    kv->ring_block_elems = elems;
+    kv->ring_data = fx_malloc_huge(&kv->alloc, (size_t)total * esize,
                                    &kv->ring_raw);
     if (!kv->ring_data ||
         !(kv->ring_refs = fx_calloc(&kv->alloc, n, sizeof(uint32_t))) ||
@@ -94,7 +96,7 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
         !(kv->ring_scratch = fx_malloc_array(&kv->alloc, n, sizeof(uint32_t))))
         return fx_fail(err, FX_ERR_NOMEM,
                        "kv: out of memory for %u ring blocks", n);
-    memset(kv->ring_data, 0, (size_t)total * sizeof(float));
+    memset(kv->ring_data, 0, (size_t)total * esize);
     for (uint32_t i = 0; i < n; i++) {
         kv->ring_node[i] = kv->ring_lru_prev[i] = kv->ring_lru_next[i] = KV_NIL;
         kv->ring_free[i] = n - 1 - i;

@@ -63,14 +63,14 @@ uint32_t fx_kv_layer_slot(const fx_hparams *hp, uint32_t l) {
     return n;
 }
 
-size_t fx_kv_group_floats(const fx_hparams *hp, uint32_t block_tokens,
-                          fx_kv_group group) {
+size_t fx_kv_group_elems(const fx_hparams *hp, uint32_t block_tokens,
+                         fx_kv_group group) {
     return (size_t)fx_kv_group_layers(hp, group) * 2 * block_tokens *
            hp->n_head_kv * hp->head_dim;
 }
 
-size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens) {
-    return fx_kv_group_floats(hp, block_tokens, FX_KV_ALL_LAYERS);
+size_t fx_kv_block_elems(const fx_hparams *hp, uint32_t block_tokens) {
+    return fx_kv_group_elems(hp, block_tokens, FX_KV_ALL_LAYERS);
 }
 
 void fx_forward_free(fx_forward *f) {
@@ -163,11 +163,11 @@ const fx_weights *fx_forward_weights(const fx_forward *f) { return f->w; }
 
 /* Head `head`'s key (or value) at position pos: model.h gives the layout
  * (a head's positions of a block side by side). */
-static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
-                      uint32_t layer, int is_value, uint32_t head,
-                      uint32_t pos) {
+static void *kv_slot(const fx_kv_view *view, const fx_forward *f,
+                     uint32_t layer, int is_value, uint32_t head,
+                     uint32_t pos) {
     const uint32_t bt = view->block_tokens;
-    float *block = view->blocks[pos / bt];
+    uint8_t *block = view->blocks[pos / bt];
     size_t stride = view->run_stride;
     uint32_t slot = layer;
     if (view->ring) {
@@ -179,7 +179,19 @@ static float *kv_slot(const fx_kv_view *view, const fx_forward *f,
     }
     const size_t run = ((size_t)slot * 2 + (uint32_t)is_value) *
                            f->hp->n_head_kv + head;
-    return block + run * stride + (size_t)(pos % bt) * f->hp->head_dim;
+    return block + (run * stride + (size_t)(pos % bt) * f->hp->head_dim) *
+                       fx_kv_dtype_size(view->dtype);
+}
+
+/* Stores hd elements of src at a KV slot, rounded once to the cache's
+ * dtype (round to nearest even for F16: the one rounding an F16 cache
+ * adds). */
+static void kv_store(const fx_kv_view *view, void *slot, const float *src,
+                     uint32_t hd) {
+    if (view->dtype == FX_KV_DTYPE_F16)
+        fx_f32_to_f16_row(slot, src, hd);
+    else
+        memcpy(slot, src, hd * sizeof(float));
 }
 
 /* ---- attention ---- */
@@ -216,10 +228,10 @@ static void place_kv(const attn_job *job, uint32_t t, uint32_t kv_head) {
     }
     (void)fx_rope_apply(q, group, hd, hp->n_rot, cs, job->rope_mode);
     (void)fx_rope_apply(f->k + at, 1, hd, hp->n_rot, cs, job->rope_mode);
-    memcpy(kv_slot(view, f, job->layer, 0, kv_head, tok->pos), f->k + at,
-           hd * sizeof(float));
-    memcpy(kv_slot(view, f, job->layer, 1, kv_head, tok->pos), f->v + at,
-           hd * sizeof(float));
+    kv_store(view, kv_slot(view, f, job->layer, 0, kv_head, tok->pos), f->k + at,
+             hd);
+    kv_store(view, kv_slot(view, f, job->layer, 1, kv_head, tok->pos), f->v + at,
+             hd);
 }
 
 /* Every token of the call rotated and stored (place_kv), one token a
@@ -272,7 +284,8 @@ static void prefetch_ahead(const fx_kv_view *view, const fx_forward *f,
         uint32_t n = bt - j % bt;
         if (n > until - j) n = until - j;
         prefetch_lines(kv_slot(view, f, layer, is_value, kv_head, j),
-                       (size_t)n * f->hp->head_dim * sizeof(float), false);
+                       (size_t)n * f->hp->head_dim * fx_kv_dtype_size(view->dtype),
+                       false);
         *prefetched = j + n;
     }
 }
@@ -307,9 +320,13 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
         const uint32_t n = n_pos - j < bt - j % bt ? n_pos - j : bt - j % bt;
         prefetch_ahead(view, f, job->layer, 0, kv_head, j + n, n_pos,
                        &prefetched);
-        const float *k = kv_slot(view, f, job->layer, 0, kv_head, j);
-        f->ak.scores(scores + j, f->max_ctx, q, group, k, hd, n, hd,
-                     hp->attn_scale);
+        const void *k = kv_slot(view, f, job->layer, 0, kv_head, j);
+        if (view->dtype == FX_KV_DTYPE_F16)
+            f->ak.scores_f16(scores + j, f->max_ctx, q, group, k, hd, n, hd,
+                             hp->attn_scale);
+        else
+            f->ak.scores(scores + j, f->max_ctx, q, group, k, hd, n, hd,
+                         hp->attn_scale);
         j += n;
     }
     for (uint32_t g = 0; g < group; g++) {
@@ -325,8 +342,12 @@ static void attend_one(void *ctx, size_t task, unsigned thread) {
         const uint32_t n = n_pos - j < bt - j % bt ? n_pos - j : bt - j % bt;
         prefetch_ahead(view, f, job->layer, 1, kv_head, j + n, n_pos,
                        &prefetched);
-        const float *v = kv_slot(view, f, job->layer, 1, kv_head, j);
-        f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, hd, n, hd);
+        const void *v = kv_slot(view, f, job->layer, 1, kv_head, j);
+        if (view->dtype == FX_KV_DTYPE_F16)
+            f->ak.weighted_sum_f16(out, scores + j, f->max_ctx, group, v, hd, n,
+                                   hd);
+        else
+            f->ak.weighted_sum(out, scores + j, f->max_ctx, group, v, hd, n, hd);
         j += n;
     }
 }
@@ -393,6 +414,9 @@ static fx_status check_tokens(const fx_forward *f, const fx_fwd_token *tokens,
             return fx_fail(err, FX_ERR_INVALID_ARG,
                            "forward: sequence %u of %u", tok->seq, n_views);
         const fx_kv_view *v = &views[tok->seq];
+        if (v->dtype != FX_KV_DTYPE_F32 && v->dtype != FX_KV_DTYPE_F16)
+            return fx_fail(err, FX_ERR_INVALID_ARG,
+                           "forward: unknown KV dtype %d", (int)v->dtype);
         if (v->block_tokens == 0 || tok->pos >= f->max_ctx ||
             tok->pos / v->block_tokens >= v->n_blocks)
             return fx_fail(err, FX_ERR_INVALID_ARG,
@@ -490,7 +514,8 @@ fx_status fx_forward_run(fx_forward *f, const fx_fwd_token *tokens, uint32_t n,
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
                 for (int kv = 0; kv < 2; kv++)
                     prefetch_lines(kv_slot(view, f, l, kv, h, tokens[t].pos),
-                                   hp->head_dim * sizeof(float), true);
+                                   hp->head_dim * fx_kv_dtype_size(view->dtype),
+                                   true);
         }
         const fx_mm_out qkv[3] = {OUT(lw->wq, f->q, f->q_dim),
                                   OUT(lw->wk, f->k, f->kv_dim),

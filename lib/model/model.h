@@ -165,12 +165,12 @@ void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
  *
  * A sequence's keys and values live in blocks of block_tokens positions.
  * A block holds every layer as n_layer * 2 * n_head_kv runs (K then V per
- * layer, then per KV head), each float [block_tokens][head_dim], run r at
- * blocks[b] + r * run_stride. Position p of a sequence is slot
+ * layer, then per KV head), each [block_tokens][head_dim] elements of
+ * dtype, run r at blocks[b] + r * run_stride elements. Position p of a sequence is slot
  * p % block_tokens of blocks[p / block_tokens]. A head's positions of a
  * block lie side by side, so attention, which reads one head over every
- * position, reads runs of block_tokens * head_dim floats: with the heads
- * of a position side by side it read head_dim floats out of every kv_dim,
+ * position, reads runs of block_tokens * head_dim elements: with the heads
+ * of a position side by side it read head_dim out of every kv_dim,
  * 256-byte pieces 1 KB apart on the 246M model. And the pool puts run r
  * of every block side by side (run_stride = n_blocks * block_tokens *
  * head_dim), so a sequence on consecutive blocks -- what a pool hands out
@@ -180,19 +180,32 @@ void fx_weights_free(fx_weights *w, const fx_alloc *alloc);
  * pass writes the K and V of each token it runs at that token's position
  * and reads positions 0..pos; it keeps no cursor of its own -- the owner of
  * the view is the one truth for positions written (docs/design.md invariant 4). */
+/* How K and V are stored (FX_BATCHER_KV_F16 in ferrox.h). F16 halves the
+ * cache and what attention reads; the values are rounded once, at the
+ * store, and attention converts them back exactly and computes in F32. */
+typedef enum fx_kv_dtype {
+    FX_KV_DTYPE_F32 = 0,
+    FX_KV_DTYPE_F16 = 1
+} fx_kv_dtype;
+
+static inline size_t fx_kv_dtype_size(fx_kv_dtype t) {
+    return t == FX_KV_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float);
+}
+
 typedef struct fx_kv_view {
-    float *const *blocks;   /* [n_blocks] */
+    void *const *blocks;    /* [n_blocks] */
     uint32_t n_blocks;
     uint32_t block_tokens;
-    size_t run_stride;      /* floats from a block's run to its next */
+    size_t run_stride;      /* elements from a block's run to its next */
     /* Sliding layers kept apart (lib/kv's ring), or NULL: a sliding layer
      * needs only its window, so its K/V of block index k live in
      * ring[k % ring_blocks], which holds just the last ring_blocks blocks.
      * With a ring, `blocks` holds only the other layers, and each kind
      * numbers its own layers from 0 (fx_kv_layer_slot). */
-    float *const *ring;
+    void *const *ring;
     uint32_t ring_blocks;
     size_t ring_run_stride;
+    fx_kv_dtype dtype;      /* of blocks and ring alike; zero is F32 */
 } fx_kv_view;
 
 /* Which layers a block holds: all of them, or one kind when sliding
@@ -203,10 +216,11 @@ typedef enum fx_kv_group {
     FX_KV_SLIDING_LAYERS = 2
 } fx_kv_group;
 
-/* Floats one block of block_tokens positions takes for a group. */
-size_t fx_kv_block_floats(const fx_hparams *hp, uint32_t block_tokens);
-size_t fx_kv_group_floats(const fx_hparams *hp, uint32_t block_tokens,
-                          fx_kv_group group);
+/* Elements (of any dtype) one block of block_tokens positions takes for
+ * a group. */
+size_t fx_kv_block_elems(const fx_hparams *hp, uint32_t block_tokens);
+size_t fx_kv_group_elems(const fx_hparams *hp, uint32_t block_tokens,
+                         fx_kv_group group);
 /* Layers in a group. */
 uint32_t fx_kv_group_layers(const fx_hparams *hp, fx_kv_group group);
 /* Layer l's place among the layers of its own kind (sliding or not). */

@@ -45,7 +45,8 @@ class Batcher:
                  block_tokens: Optional[int] = None,
                  kv_bytes: Optional[int] = None,
                  n_threads: Optional[int] = None,
-                 prefix_cache: bool = True, fast: bool = False):
+                 prefix_cache: bool = True, fast: bool = False,
+                 kv_f16: bool = False):
         L = lib()
         p = _capi.BatcherParams()
         _capi.init(L, "batcher_params", p)
@@ -61,6 +62,8 @@ class Batcher:
             p.flags |= _capi.BATCHER_NO_PREFIX_CACHE
         if fast:
             p.flags |= _capi.BATCHER_FAST
+        if kv_f16:
+            p.flags |= _capi.BATCHER_KV_F16
         self._handle = None
         out = ctypes.c_void_p()
         err = _errbuf()

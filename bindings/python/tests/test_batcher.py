@@ -40,6 +40,19 @@ class TestBatcher(Base):
                                       temperature=0.9, seed=7).result()
         self.assertEqual(alone.text, results[0].text)
 
+    def test_kv_f16(self):
+        # An F16 cache: the same text alone and beside another row.
+        texts = []
+        for others in (0, 1):
+            b = self.batcher(kv_f16=True)
+            row = b.submit("Once upon", max_tokens=12, temperature=0.9, seed=7)
+            if others:
+                b.submit("The dragon said", max_tokens=12, temperature=0.9,
+                         seed=8)
+            texts.append(row.result().text)
+        self.assertTrue(texts[0])
+        self.assertEqual(texts[0], texts[1])
+
     def test_events_stream_in_order(self):
         b = self.batcher()
         row = b.submit("Once upon a time", max_tokens=8, ignore_eos=True)

@@ -29,6 +29,9 @@ pub struct BatcherOptions {
     pub no_prefix_cache: bool,
     /// OpenBLAS for large matmuls: faster, but not batch-invariant.
     pub fast: bool,
+    /// Keys and values stored as f16: half the KV memory, each rounded
+    /// once when stored.
+    pub kv_f16: bool,
 }
 
 pub(crate) struct Shared {
@@ -139,6 +142,9 @@ impl Batcher {
         }
         if opts.fast {
             p.flags |= sys::FX_BATCHER_FAST;
+        }
+        if opts.kv_f16 {
+            p.flags |= sys::FX_BATCHER_KV_F16;
         }
         let mut raw = std::ptr::null_mut();
         let mut err = [0u8; 1024];

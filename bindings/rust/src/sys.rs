@@ -241,6 +241,7 @@ pub const FX_CHAT_ADD_ASSISTANT: u32 = 0x1;
 pub const FX_CHAT_WITH_BOS: u32 = 0x2;
 pub const FX_BATCHER_NO_PREFIX_CACHE: u32 = 0x1;
 pub const FX_BATCHER_FAST: u32 = 0x2;
+pub const FX_BATCHER_KV_F16: u32 = 0x4;
 pub const FX_REQUEST_IGNORE_EOS: u32 = 0x1;
 pub const FX_REQUEST_PARSE_SPECIAL: u32 = 0x2;
 pub const FX_REQUEST_NO_BOS: u32 = 0x4;

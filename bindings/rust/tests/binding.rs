@@ -707,6 +707,33 @@ fn metadata_and_tensors() {
 }
 
 #[test]
+fn f16_kv_cache_is_deterministic() {
+    let m = model();
+    let mut texts = Vec::new();
+    // alone, then beside another row
+    for others in 0..2 {
+        let b = Batcher::new(
+            &m,
+            &BatcherOptions {
+                n_ctx: Some(256),
+                kv_f16: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let row = b.submit(&sampled("Once upon", 12, 7)).unwrap();
+        let _other = if others > 0 {
+            Some(b.submit(&sampled("The dragon said", 12, 8)).unwrap())
+        } else {
+            None
+        };
+        texts.push(row.wait().unwrap().text);
+    }
+    assert!(!texts[0].is_empty());
+    assert_eq!(texts[0], texts[1]);
+}
+
+#[test]
 fn mapped_weights_give_the_same_tokens() {
     let mut texts = Vec::new();
     // copied over the first steps, mapped, copied at once
