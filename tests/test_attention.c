@@ -99,111 +99,120 @@ static const uint32_t hds[] = {1, 7, 8, 15, 16, 24, 32, 36, 48, 64, 80, 96,
 static const uint32_t keys[] = {1, 2, 3, 7, 8, 9, 17, 40};
 static const fx_isa isas[] = {FX_ISA_AVX2, FX_ISA_AVX512};
 
-static void test_forms_agree(void **state) {
-    (void)state;
-    fx_attn_kernels ref;
-    fx_attn_kernels_init(&ref, FX_ISA_PORTABLE);
-    size_t checked = 0;
-    for (size_t ii = 0; ii < sizeof isas / sizeof *isas; ii++) {
-        if (!have_isa(isas[ii])) continue;
-        fx_attn_kernels ak;
-        fx_attn_kernels_init(&ak, isas[ii]);
-        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
-            for (uint32_t nh = 1; nh <= 6; nh++)
-                for (size_t b = 0; b < sizeof keys / sizeof *keys; b++) {
-                    const uint32_t hd = hds[a], n = keys[b];
-                    const size_t stride = hd + (b % 2 ? 5 : 0);
-                    const size_t p_ld = n + 3;
-                    float *q = malloc(nh * hd * sizeof *q);
-                    float *kv = malloc(n * stride * sizeof *kv);
-                    float *p = malloc(nh * p_ld * sizeof *p);
-                    float *s1 = malloc(nh * p_ld * sizeof *s1);
-                    float *s2 = malloc(nh * p_ld * sizeof *s2);
-                    float *o1 = malloc(nh * hd * sizeof *o1);
-                    float *o2 = malloc(nh * hd * sizeof *o2);
-                    assert_true(q && kv && p && s1 && s2 && o1 && o2);
-                    fill(q, nh * hd, hd * 7 + nh);
-                    fill(kv, n * stride, hd + n * 131);
-                    fill(p, nh * p_ld, n + nh * 17);
-                    fill(o1, nh * hd, 5 + hd);
-                    memcpy(o2, o1, nh * hd * sizeof *o1);
-                    memset(s1, 0, nh * p_ld * sizeof *s1);
-                    memset(s2, 0, nh * p_ld * sizeof *s2);
-                    const float scale = 0.125f;
-                    ref.scores(s1, p_ld, q, nh, kv, stride, n, hd, scale);
-                    ak.scores(s2, p_ld, q, nh, kv, stride, n, hd, scale);
-                    assert_same_bits(s2, s1, nh * p_ld, "scores", hd, nh, n,
-                                     (int)isas[ii]);
-                    ref.weighted_sum(o1, p, p_ld, nh, kv, stride, n, hd);
-                    ak.weighted_sum(o2, p, p_ld, nh, kv, stride, n, hd);
-                    assert_same_bits(o2, o1, nh * hd, "weighted_sum", hd, nh,
-                                     n, (int)isas[ii]);
-                    checked++;
-                    free(q);
-                    free(kv);
-                    free(p);
-                    free(s1);
-                    free(s2);
-                    free(o1);
-                    free(o2);
-                }
-    }
-    print_message("%zu shapes checked\n", checked);
-}
+/* One shape of the sweep, with its buffers filled: q and p random, s1
+ * and s2 zeroed, o1 random and o2 a copy of it. */
+typedef struct shape {
+    uint32_t hd, nh, n;
+    size_t stride, p_ld;
+    float *q, *p, *s1, *s2, *o1, *o2;
+} shape;
 
-/* Over the sweep of test_forms_agree, isa's F16 forms against, with
- * vs_portable, the portable F16 forms on the same halves, and otherwise
- * isa's own F32 forms on the widened rows. */
-static size_t f16_sweep(fx_isa isa, bool vs_portable) {
-    fx_attn_kernels ak, ref;
-    fx_attn_kernels_init(&ak, isa);
-    fx_attn_kernels_init(&ref, FX_ISA_PORTABLE);
+/* Every head size, head count and key count, strides of a head and wider:
+ * fn checks one shape. Returns the shapes checked. */
+static size_t for_each_shape(void (*fn)(const shape *sh, void *ctx),
+                             void *ctx) {
     size_t checked = 0;
     for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
         for (uint32_t nh = 1; nh <= 6; nh++)
             for (size_t b = 0; b < sizeof keys / sizeof *keys; b++) {
-                const uint32_t hd = hds[a], n = keys[b];
-                const size_t stride = hd + (b % 2 ? 5 : 0);
-                const size_t p_ld = n + 3;
-                float *q = malloc(nh * hd * sizeof *q);
-                uint16_t *kvh = malloc(n * stride * sizeof *kvh);
-                float *kvf = malloc(n * stride * sizeof *kvf);
-                float *p = malloc(nh * p_ld * sizeof *p);
-                float *s1 = calloc(nh * p_ld, sizeof *s1);
-                float *s2 = calloc(nh * p_ld, sizeof *s2);
-                float *o1 = malloc(nh * hd * sizeof *o1);
-                float *o2 = malloc(nh * hd * sizeof *o2);
-                assert_true(q && kvh && kvf && p && s1 && s2 && o1 && o2);
-                fill(q, nh * hd, hd * 11 + nh);
-                fill_half(kvh, kvf, n * stride, hd + n * 137 + nh);
-                fill(p, nh * p_ld, n + nh * 19);
-                fill(o1, nh * hd, 9 + hd);
-                memcpy(o2, o1, nh * hd * sizeof *o1);
-                const float scale = 0.125f;
-                if (vs_portable) {
-                    ref.scores_f16(s1, p_ld, q, nh, kvh, stride, n, hd, scale);
-                    ref.weighted_sum_f16(o1, p, p_ld, nh, kvh, stride, n, hd);
-                } else {
-                    ak.scores(s1, p_ld, q, nh, kvf, stride, n, hd, scale);
-                    ak.weighted_sum(o1, p, p_ld, nh, kvf, stride, n, hd);
-                }
-                ak.scores_f16(s2, p_ld, q, nh, kvh, stride, n, hd, scale);
-                ak.weighted_sum_f16(o2, p, p_ld, nh, kvh, stride, n, hd);
-                assert_same_bits(s2, s1, nh * p_ld, "scores_f16", hd, nh, n,
-                                 (int)isa);
-                assert_same_bits(o2, o1, nh * hd, "weighted_sum_f16", hd, nh,
-                                 n, (int)isa);
+                shape sh = {.hd = hds[a], .nh = nh, .n = keys[b]};
+                const uint32_t hd = sh.hd, n = sh.n;
+                sh.stride = hd + (b % 2 ? 5 : 0);
+                sh.p_ld = n + 3;
+                sh.q = malloc(nh * hd * sizeof *sh.q);
+                sh.p = malloc(nh * sh.p_ld * sizeof *sh.p);
+                sh.s1 = calloc(nh * sh.p_ld, sizeof *sh.s1);
+                sh.s2 = calloc(nh * sh.p_ld, sizeof *sh.s2);
+                sh.o1 = malloc(nh * hd * sizeof *sh.o1);
+                sh.o2 = malloc(nh * hd * sizeof *sh.o2);
+                assert_true(sh.q && sh.p && sh.s1 && sh.s2 && sh.o1 && sh.o2);
+                fill(sh.q, nh * hd, hd * 7 + nh);
+                fill(sh.p, nh * sh.p_ld, n + nh * 17);
+                fill(sh.o1, nh * hd, 5 + hd);
+                memcpy(sh.o2, sh.o1, nh * hd * sizeof *sh.o1);
+                fn(&sh, ctx);
                 checked++;
-                free(q);
-                free(kvh);
-                free(kvf);
-                free(p);
-                free(s1);
-                free(s2);
-                free(o1);
-                free(o2);
+                free(sh.q);
+                free(sh.p);
+                free(sh.s1);
+                free(sh.s2);
+                free(sh.o1);
+                free(sh.o2);
             }
     return checked;
+}
+
+static const float scale = 0.125f;
+
+/* An ISA's F32 forms against the portable ones. */
+static void f32_shape(const shape *sh, void *ctx) {
+    const fx_isa isa = *(const fx_isa *)ctx;
+    const uint32_t hd = sh->hd, nh = sh->nh, n = sh->n;
+    fx_attn_kernels ak, ref;
+    fx_attn_kernels_init(&ak, isa);
+    fx_attn_kernels_init(&ref, FX_ISA_PORTABLE);
+    float *kv = malloc(n * sh->stride * sizeof *kv);
+    assert_non_null(kv);
+    fill(kv, n * sh->stride, hd + n * 131);
+    ref.scores(sh->s1, sh->p_ld, sh->q, nh, kv, sh->stride, n, hd, scale);
+    ak.scores(sh->s2, sh->p_ld, sh->q, nh, kv, sh->stride, n, hd, scale);
+    assert_same_bits(sh->s2, sh->s1, nh * sh->p_ld, "scores", hd, nh, n,
+                     (int)isa);
+    ref.weighted_sum(sh->o1, sh->p, sh->p_ld, nh, kv, sh->stride, n, hd);
+    ak.weighted_sum(sh->o2, sh->p, sh->p_ld, nh, kv, sh->stride, n, hd);
+    assert_same_bits(sh->o2, sh->o1, nh * hd, "weighted_sum", hd, nh, n,
+                     (int)isa);
+    free(kv);
+}
+
+static void test_forms_agree(void **state) {
+    (void)state;
+    size_t checked = 0;
+    for (size_t ii = 0; ii < sizeof isas / sizeof *isas; ii++)
+        if (have_isa(isas[ii]))
+            checked += for_each_shape(f32_shape, (void *)&isas[ii]);
+    print_message("%zu shapes checked\n", checked);
+}
+
+typedef struct f16_check {
+    fx_isa isa;
+    bool vs_portable;
+} f16_check;
+
+/* isa's F16 forms against, with vs_portable, the portable F16 forms on
+ * the same halves, and otherwise isa's own F32 forms on the widened
+ * rows. */
+static void f16_shape(const shape *sh, void *ctx) {
+    const f16_check *c = ctx;
+    const uint32_t hd = sh->hd, nh = sh->nh, n = sh->n;
+    const size_t st = sh->stride, ld = sh->p_ld;
+    fx_attn_kernels ak, ref;
+    fx_attn_kernels_init(&ak, c->isa);
+    fx_attn_kernels_init(&ref, FX_ISA_PORTABLE);
+    uint16_t *kvh = malloc(n * st * sizeof *kvh);
+    float *kvf = malloc(n * st * sizeof *kvf);
+    assert_true(kvh && kvf);
+    fill_half(kvh, kvf, n * st, hd + n * 137 + nh);
+    if (c->vs_portable) {
+        ref.scores_f16(sh->s1, ld, sh->q, nh, kvh, st, n, hd, scale);
+        ref.weighted_sum_f16(sh->o1, sh->p, ld, nh, kvh, st, n, hd);
+    } else {
+        ak.scores(sh->s1, ld, sh->q, nh, kvf, st, n, hd, scale);
+        ak.weighted_sum(sh->o1, sh->p, ld, nh, kvf, st, n, hd);
+    }
+    ak.scores_f16(sh->s2, ld, sh->q, nh, kvh, st, n, hd, scale);
+    ak.weighted_sum_f16(sh->o2, sh->p, ld, nh, kvh, st, n, hd);
+    assert_same_bits(sh->s2, sh->s1, nh * ld, "scores_f16", hd, nh, n,
+                     (int)c->isa);
+    assert_same_bits(sh->o2, sh->o1, nh * hd, "weighted_sum_f16", hd, nh, n,
+                     (int)c->isa);
+    free(kvh);
+    free(kvf);
+}
+
+static size_t f16_sweep(fx_isa isa, bool vs_portable) {
+    f16_check c = {isa, vs_portable};
+    return for_each_shape(f16_shape, &c);
 }
 
 static void test_f16_forms_match_f32(void **state) {
