@@ -3,7 +3,7 @@
  * llama.cpp's llama-perplexity measures it, so the two numbers compare.
  *
  *   ferrox-perplexity --model M.gguf --file TEXT [--ctx N] [--threads K]
- *                     [--parse-special] [--chunks C]
+ *                     [--parse-special] [--chunks C] [--kv-type f32|f16]
  *
  * The text is tokenized whole and cut into chunks of N tokens (default: the
  * model's training context). Each chunk runs through the model from an
@@ -34,12 +34,14 @@
 
 static const char USAGE[] =
     "usage: ferrox-perplexity --model M.gguf --file TEXT [--ctx N] [--threads K]\n"
-    "                         [--parse-special] [--chunks C]\n"
+    "                         [--parse-special] [--chunks C] [--kv-type f32|f16]\n"
     "  --ctx N           tokens per chunk (default: the model's context length)\n"
     "  --threads K       threads for the forward pass (default 1)\n"
     "  --parse-special   text equal to a special token becomes that token\n"
     "                    (chat-formatted text); off by default, as in llama.cpp\n"
-    "  --chunks C        score only the first C chunks\n";
+    "  --chunks C        score only the first C chunks\n"
+    "  --kv-type T       the KV cache's type: f32 (default) or f16, as\n"
+    "                    llama-perplexity's -ctk/-ctv\n";
 
 /* Batch of tokens per forward call inside a chunk: bounds the logits buffer
  * (batch x vocabulary floats) whatever the context. */
@@ -59,7 +61,8 @@ typedef struct scorer {
     fx_model *model;
     fx_kernels *kc;
     fx_forward *fwd;
-    float *kv, *logits;
+    void *kv;
+    float *logits;
     void *blocks[1];
     fx_kv_view view;
     fx_fwd_token *batch;
@@ -73,7 +76,8 @@ static void scorer_free(scorer *s) {
     free(s->batch);
 }
 
-static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned threads) {
+static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned threads,
+                       fx_kv_dtype dtype) {
     memset(s, 0, sizeof *s);
     s->model = model;
     const fx_hparams *hp = &model->hp;
@@ -88,7 +92,7 @@ static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned thread
         fprintf(stderr, "ferrox-perplexity: %s\n", err.message);
         return -1;
     }
-    s->kv = calloc(fx_kv_block_elems(hp, ctx), sizeof(float));
+    s->kv = calloc(fx_kv_block_elems(hp, ctx), fx_kv_dtype_size(dtype));
     s->logits = malloc((size_t)FWD_BATCH * hp->n_vocab * sizeof(float));
     s->batch = malloc(FWD_BATCH * sizeof *s->batch);
     if (!s->kv || !s->logits || !s->batch) {
@@ -97,7 +101,8 @@ static int scorer_init(scorer *s, fx_model *model, uint32_t ctx, unsigned thread
     }
     s->blocks[0] = s->kv;
     s->view = (fx_kv_view){.blocks = s->blocks, .n_blocks = 1, .block_tokens = ctx,
-                           .run_stride = (size_t)ctx * hp->head_dim};
+                           .run_stride = (size_t)ctx * hp->head_dim,
+                           .dtype = dtype};
     return 0;
 }
 
@@ -136,7 +141,7 @@ static int score_chunk(scorer *s, const int32_t *tok, uint32_t n, uint32_t first
 int main(int argc, char **argv) {
     const char *model_path = NULL, *file = NULL;
     uint32_t ctx = 0, threads = 1, max_chunks = 0;
-    int parse_special = 0;
+    int parse_special = 0, kv_f16 = 0;
     cli c;
     cli_init(&c, "ferrox-perplexity", argc, argv);
     while (cli_next(&c)) {
@@ -155,6 +160,9 @@ int main(int argc, char **argv) {
             if (cli_u32(&c, 1, 256, &threads)) return CLI_USAGE;
         } else if (cli_is(&c, "--chunks")) {
             if (cli_u32(&c, 1, UINT32_MAX, &max_chunks)) return CLI_USAGE;
+        } else if (cli_is(&c, "--kv-type")) {
+            static const char *const kv_types[] = {"f32", "f16"};
+            if (cli_choice(&c, kv_types, 2, &kv_f16)) return CLI_USAGE;
         } else {
             return cli_unknown(&c);
         }
@@ -215,7 +223,8 @@ int main(int argc, char **argv) {
             "the second half of each\n", n_tok, n_chunks, ctx);
 
     scorer s;
-    int rc = scorer_init(&s, model, ctx, threads);
+    int rc = scorer_init(&s, model, ctx, threads,
+                         kv_f16 ? FX_KV_DTYPE_F16 : FX_KV_DTYPE_F32);
     int32_t bos = fx_model_special_token(model, FX_TOKEN_BOS);
     double sum = 0.0, sum_sq = 0.0;
     uint64_t count = 0;
