@@ -89,19 +89,71 @@ FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
  * them; more would not keep their sums in the 16 registers. */
 #define FX_R16_MR 4
 
-/* Piece i of a block's prefetch slice (a later group's rows, see
- * range_r16; fx_qr16_pf_piece). At one x row, where the loop streams
- * from memory, a piece a step of the block's loop. At more rows the loop
- * is bound by its arithmetic and the per-step prefetch cost more than it
- * gave: there (and in Q6_K's, whose unrolled sums lose registers to it)
- * the whole slice goes at the block's start (piece = pf_step, i = 0). */
-FX_ALWAYS_INLINE FX_AVX2 void prefetch_piece(const uint8_t *slice,
-                                             size_t pf_step, size_t piece,
-                                             int i) {
+/* A block's prefetch slice (a later group's rows, see range_r16) with
+ * no compare or branch a line: stream A, the slice's first 32 lines, and
+ * stream B, its last nb, each line at a constant offset from a pointer
+ * set a block (the slice; the slice + bd for B). Together they are the
+ * slice when it has 32 to 32 + nb lines (pf_fits), as a full group's
+ * has; other slices (the matrix's last groups) go a line at a time. */
+#define FX_R16_UNROLL_ALL _Pragma("GCC unroll 64")
+
+/* Stream B's nb for units of U bytes, a full group's slice being 16 U:
+ * its lines past 32; spread over S steps (one every S / nb), that
+ * rounded up to a power of 2, at most S; S = 1: at the block's start. */
+FX_ALWAYS_INLINE int pf_nb(size_t unit, int S) {
+    const int past = (int)((16 * unit + 63) / 64) - 32;
+    if (S == 1) return past > 0 ? past : 0;
+    int nb = 1;
+    while (nb < S && nb < past) nb *= 2;
+    return nb;
+}
+
+/* Whether the streams are the slice (pf_step a whole number of lines,
+ * range_r16); bd is then pf_step - 64 nb. */
+FX_ALWAYS_INLINE bool pf_fits(const uint8_t *pf, size_t pf_step, int nb) {
+    return pf && pf_step >= 32 * 64 && pf_step <= (32 + (size_t)nb) * 64;
+}
+
+/* The whole slice at the block's start: at more than one x row, where
+ * the loop is bound by its arithmetic and prefetches spread over it cost
+ * more than they gave, in Q6_K's (whose unrolled sums lose registers to
+ * them), and where the streams do not fit (!fit; slice may be NULL). */
+FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *slice,
+                                             size_t pf_step, bool fit,
+                                             size_t bd, int nb) {
+    if (fit) {
+        /* opaque, or GCC makes each line's address a value kept (on the
+         * stack) from block to block */
+        __asm__("" : "+r"(slice));
+        FX_R16_UNROLL_ALL
+        for (int i = 0; i < 32; i++)
+            _mm_prefetch((const char *)slice + 64 * i, FX_R16_PF_HINT);
+        FX_R16_UNROLL_ALL
+        for (int i = 0; i < nb; i++)
+            _mm_prefetch((const char *)slice + bd + 64 * i, FX_R16_PF_HINT);
+        return;
+    }
     if (!slice) return;
-    const size_t end = ((size_t)i + 1) * piece;
-    for (size_t o = (size_t)i * piece; o < end && o < pf_step; o += 64)
+    for (size_t o = 0; o < pf_step; o += 64)
         _mm_prefetch((const char *)slice + o, FX_R16_PF_HINT);
+}
+
+/* At one x row the loop streams from memory, and the streams go out
+ * spread over the block's S steps (fx_qr16_pf_piece's reason): step i's
+ * share, A's 32 / S lines and B's one every S / nb steps, from *pa (the
+ * slice; without one that fits, the block being read: in cache, a
+ * wasted load a line and no branch). v, a vector of the step: *pa passes
+ * through it, or the scheduler hoists them all to the block's start. */
+FX_ALWAYS_INLINE FX_AVX2 void pf_lines(const uint8_t **pa, size_t bd, int i,
+                                       int S, int nb, __m256i v) {
+    __asm__("" : "+r"(*pa) : "x"(v));
+    const char *p = (const char *)*pa;
+    const int w = 32 / S;
+    FX_R16_UNROLL
+    for (int j = 0; j < w; j++)
+        _mm_prefetch(p + 64 * (w * i + j), FX_R16_PF_HINT);
+    if (i % (S / nb) == 0)
+        _mm_prefetch(p + bd + 64 * (i / (S / nb)), FX_R16_PF_HINT);
 }
 
 /* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
@@ -122,11 +174,17 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
-    const size_t piece = fx_qr16_pf_piece(pf_step, 32);
+    /* the slice spread over the block's 32 steps at one x row, in half
+     * 0's pass (FX_R16_TWO gives half 1's none); else at its start */
+    const bool spread = MR == 1 && h == 0;
+    const int pnb = pf_nb(bb, spread ? 32 : 1);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
-        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
-        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = bb * b;
+        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
+        const uint8_t *pa = fit ? slice : g + 16 * off;
+        if (!spread || !fit) prefetch_slice(slice, pf_step, fit, bd, pnb);
         __m256i P[FX_R16_MR], M[FX_R16_MR];
         FX_R16_UNROLL
         for (int i = 0; i < NH * MR; i++) P[i] = _mm256_setzero_si256();
@@ -135,7 +193,6 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
             __m256i lo[FX_R16_MR], hi[FX_R16_MR];
             FX_R16_UNROLL
             for (int t = 0; t < 8; t++) {
-                if (MR == 1) prefetch_piece(slice, pf_step, piece, 8 * c + t);
                 FX_R16_UNROLL
                 for (int hh = 0; hh < NH; hh++) {
                     const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h + hh);
@@ -158,6 +215,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                         FX_R16_PIN(hi[i]);
                     }
                 }
+                if (spread) pf_lines(&pa, bd, 8 * c + t, 32, pnb, lo[0]);
                 if (t % run != run - 1) continue;
                 FX_R16_UNROLL
                 for (int hh = 0; hh < NH; hh++) {
@@ -252,8 +310,11 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
                                        size_t pf_step, __m256 *acc) {
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+    const int pnb = pf_nb(210, 1);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
-        prefetch_piece(pf ? pf + b * pf_step : NULL, pf_step, pf_step, 0);
+        prefetch_slice(pf ? pf + b * pf_step : NULL, pf_step, fit, bd, pnb);
         const size_t off = 210 * b;
         __m256i P[FX_R16_MR], C[FX_R16_MR];
         FX_R16_UNROLL
@@ -321,14 +382,17 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     const size_t nbk = k / 32;
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
-    const size_t piece = fx_qr16_pf_piece(pf_step, 8);
+    const bool spread = MR == 1 && h == 0; /* as in k45_half, 8 steps */
+    const int pnb = pf_nb(144, spread ? 8 : 1);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b += 8) {
-        const uint8_t *slice = pf ? pf + b / 8 * pf_step : NULL;
-        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = 18 * b;
+        const uint8_t *slice = pf ? pf + b / 8 * pf_step : NULL;
+        const uint8_t *pa = fit ? slice : g + 16 * off;
+        if (!spread || !fit) prefetch_slice(slice, pf_step, fit, bd, pnb);
         FX_R16_UNROLL
         for (int j = 0; j < 8; j++) {
-            if (MR == 1) prefetch_piece(slice, pf_step, piece, j);
             const int at = 18 * j, qa = at + 2;
             const __m256 d = h2f(half_line(g, off + (size_t)(at / 4 * 4), 0, h),
                                  at % 4 != 0);
@@ -342,6 +406,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
                                  _mm256_srli_epi32(half_line(g, o, 0, h), 16),
                                  _mm256_slli_epi32(half_line(g, o, 1, h), 16));
             }
+            if (spread) pf_lines(&pa, bd, j, 8, pnb, q[0]);
             FX_R16_UNROLL
             for (int r = 0; r < MR; r++) {
                 const uint8_t *x = xq[r] + 32 * (b + (size_t)j);
@@ -385,16 +450,31 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
         _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
-    const size_t piece = fx_qr16_pf_piece(pf_step, 8);
+    /* as in k45_half, 8 steps; stream B at the block's start, the loop
+     * over j not being unrolled */
+    const bool spread = MR == 1 && h == 0;
+    const int pnb = pf_nb(136, 1);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
-        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
-        if (MR > 1) prefetch_piece(slice, pf_step, pf_step, 0);
         const size_t off = 136 * b;
+        const uint8_t *slice = pf ? pf + b * pf_step : NULL;
+        const uint8_t *pa = fit ? slice : g + 16 * off;
+        if (!spread || !fit) prefetch_slice(slice, pf_step, fit, bd, pnb);
+        if (spread) {
+            FX_R16_UNROLL_ALL
+            for (int i = 0; i < pnb; i++)
+                _mm_prefetch((const char *)pa + bd + 64 * i, FX_R16_PF_HINT);
+        }
         __m256i P[FX_R16_MR];
         FX_R16_UNROLL
         for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
-            if (MR == 1) prefetch_piece(slice, pf_step, piece, j);
+            if (spread) { /* stream A, 4 lines a step */
+                FX_R16_UNROLL
+                for (int i = 0; i < 4; i++)
+                    _mm_prefetch((const char *)pa + 256 * j + 64 * i, FX_R16_PF_HINT);
+            }
             /* ls - 32 of sub-block j in both int16 of each dword */
             const __m256i lo4 = _mm256_and_si256(
                 _mm256_srli_epi32(half_line(g, off, 1, h), 4 * j), c8(0x0f));
@@ -457,15 +537,24 @@ static FX_AVX2 void q4k_half_1(const uint8_t *g, const uint8_t *const *xq,
             NAME(MR, g, xq, k, nb, hh, hh ? NULL : pf, pf_step,               \
                  acc + hh * (MR));                                            \
     }
+/* The one-row kernels with prefetch streams: the two passes written out,
+ * so that half 1's, which has no slice, is compiled without them. */
+#define FX_R16_TWO(NAME)                                                      \
+    static FX_AVX2 void NAME##_1(const uint8_t *g, const uint8_t *const *xq,  \
+                                 size_t k, size_t nb, const uint8_t *pf,      \
+                                 size_t pf_step, __m256 *acc) {               \
+        NAME(1, g, xq, k, nb, 0, pf, pf_step, acc);                           \
+        NAME(1, g, xq, k, nb, 1, NULL, pf_step, acc + 1);                     \
+    }
 FX_R16_EACH(q4k_half, 2)
 FX_R16_EACH(q4k_half, 4)
-FX_R16_EACH(q5k_half, 1)
+FX_R16_TWO(q5k_half)
 FX_R16_EACH(q5k_half, 2)
 FX_R16_EACH(q5k_half, 4)
-FX_R16_EACH(q40_half, 1)
+FX_R16_TWO(q40_half)
 FX_R16_EACH(q40_half, 2)
 FX_R16_EACH(q40_half, 4)
-FX_R16_EACH(xs_half, 1)
+FX_R16_TWO(xs_half)
 FX_R16_EACH(xs_half, 2)
 FX_R16_EACH(xs_half, 4)
 FX_R16_EACH(q6k_half, 1)
