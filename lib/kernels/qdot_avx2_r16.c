@@ -585,8 +585,11 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
         size_t pf_step = 0; /* a block's (unit's) slice */
         if (n + ahead < job->n) {
             const size_t bytes = min_sz(16, job->n - n - ahead) * rb;
-            pf = job->w + (n + ahead) * rb;
             pf_step = ((bytes + n_pf - 1) / n_pf + 63) & ~(size_t)63;
+            /* whole lines a slice run past the rows: at the matrix's end
+             * the slices start that much earlier, so all are inside it */
+            const size_t at = (n + ahead) * rb, size = job->n * rb;
+            pf = job->w + min_sz(at, size - n_pf * pf_step);
         }
         size_t mr;
         for (size_t m = 0; m < job->m; m += mr) {
