@@ -237,6 +237,8 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                         P[i] = _mm256_add_epi32(
                             P[i], _mm256_add_epi32(_mm256_madd_epi16(lo[i], sl),
                                                    _mm256_madd_epi16(hi[i], sh)));
+                        /* a running sum: as a tree, its leaves spill */
+                        FX_R16_PIN(P[i]);
                     }
                 }
             }
