@@ -228,10 +228,10 @@ static void place_kv(const attn_job *job, uint32_t t, uint32_t kv_head) {
     }
     (void)fx_rope_apply(q, group, hd, hp->n_rot, cs, job->rope_mode);
     (void)fx_rope_apply(f->k + at, 1, hd, hp->n_rot, cs, job->rope_mode);
-    kv_store(view, kv_slot(view, f, job->layer, 0, kv_head, tok->pos), f->k + at,
-             hd);
-    kv_store(view, kv_slot(view, f, job->layer, 1, kv_head, tok->pos), f->v + at,
-             hd);
+    kv_store(view, kv_slot(view, f, job->layer, 0, kv_head, tok->pos),
+             f->k + at, hd);
+    kv_store(view, kv_slot(view, f, job->layer, 1, kv_head, tok->pos),
+             f->v + at, hd);
 }
 
 /* Every token of the call rotated and stored (place_kv), one token a
@@ -284,7 +284,8 @@ static void prefetch_ahead(const fx_kv_view *view, const fx_forward *f,
         uint32_t n = bt - j % bt;
         if (n > until - j) n = until - j;
         prefetch_lines(kv_slot(view, f, layer, is_value, kv_head, j),
-                       (size_t)n * f->hp->head_dim * fx_kv_dtype_size(view->dtype),
+                       (size_t)n * f->hp->head_dim *
+                           fx_kv_dtype_size(view->dtype),
                        false);
         *prefetched = j + n;
     }
