@@ -27,14 +27,53 @@ FX_QINLINE FX_QV __m512i xdw(const uint8_t *p) {
     return _mm512_set1_epi32(fx_qi32(p));
 }
 
-/* Piece i of a block's prefetch slice (pf_step bytes at slice; piece
- * bytes a piece, fx_qr16_pf_piece), one a step of the block's loop. */
-FX_QINLINE FX_QV void prefetch_piece(const uint8_t *slice, size_t pf_step,
-                                     size_t piece, int i) {
+/* A block's prefetch slice (pf_step bytes at a later group's rows) with
+ * no compare or branch a line: stream A, the slice's first 32 lines, and
+ * stream B, its last nb, each line at a constant offset from a pointer
+ * set a block (the slice; the slice + bd for B). Together they are the
+ * slice when it has 32 to 32 + nb lines (pf_fits), as a full group's
+ * has; other slices (the matrix's last groups) go whole at the block's
+ * start, a line at a time. */
+
+/* Stream B's nb for units of U bytes, a full group's slice being 16 U:
+ * its lines past 32. */
+FX_QINLINE int pf_nb(size_t unit) {
+    const int past = (int)((16 * unit + 63) / 64) - 32;
+    return past > 0 ? past : 0;
+}
+
+/* Whether the streams are the slice (pf_step a whole number of lines,
+ * group_prefetch); bd is then pf_step - 64 nb. */
+FX_QINLINE bool pf_fits(const uint8_t *pf, size_t pf_step, int nb) {
+    return pf && pf_step >= 32 * 64 && pf_step <= (32 + (size_t)nb) * 64;
+}
+
+/* A slice the streams do not cover (slice may be NULL), whole. */
+FX_QINLINE FX_QV void prefetch_slice(const uint8_t *slice, size_t pf_step) {
     if (!slice) return;
-    const size_t end = ((size_t)i + 1) * piece;
-    for (size_t o = (size_t)i * piece; o < end && o < pf_step; o += 64)
+    for (size_t o = 0; o < pf_step; o += 64)
         _mm_prefetch((const char *)slice + o, FX_QPF_HINT);
+}
+
+/* Step i's share of the streams, spread over the block's S steps rather
+ * than all at its start (fx_qr16_pf_piece's reason): A's 32 / S lines,
+ * B's lines [ceil(i nb / S), ceil((i + 1) nb / S)), from *pa (the slice;
+ * without one that fits, the block being read: in cache, no branch).
+ * v, a vector of the step: *pa passes through it, or the scheduler
+ * hoists the prefetches to the block's start; *bd too, or GCC makes each
+ * of B's addresses a value kept (on the stack) from block to block. */
+FX_QINLINE FX_QV void pf_lines(const uint8_t **pa, size_t *bd, int i, int S,
+                               int nb, __m512i v) {
+    __asm__("" : "+r"(*pa), "+r"(*bd) : "v"(v));
+    const char *p = (const char *)*pa;
+    const int w = 32 / S;
+    FX_QUNROLL
+    for (int j = 0; j < w; j++)
+        _mm_prefetch(p + 64 * (w * i + j), FX_QPF_HINT);
+    const int b0 = (i * nb + S - 1) / S, b1 = ((i + 1) * nb + S - 1) / S;
+    FX_QUNROLL
+    for (int j = b0; j < b1; j++)
+        _mm_prefetch(p + *bd + 64 * j, FX_QPF_HINT);
 }
 
 /* Q4_K and Q5_K: a block is d, dmin (dword 0), 12 bytes of 6-bit scales
@@ -54,10 +93,14 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
         pair[j] = byte_pick(j, 0x80, j, 0x80);
     }
     __m512 acc = _mm512_setzero_ps();
-    const size_t piece = fx_qr16_pf_piece(pf_step, 32);
+    const int pnb = pf_nb(bb);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         const size_t off = b * bb;
+        const uint8_t *pa = fit ? slice : g->r16 + 16 * off;
+        if (!fit) prefetch_slice(slice, pf_step);
         const __m512i h0 = fx_qline(g, off, 0), h1 = fx_qline(g, off, 1);
         const __m512i h2 = fx_qline(g, off, 2), h3 = fx_qline(g, off, 3);
         const __m512i sa = _mm512_and_si512(h1, m6);
@@ -69,11 +112,12 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
             _mm512_and_si512(_mm512_srli_epi32(h2, 2), m2));
         const uint8_t *xq = x->q + 256 * b, *bs = x->s + 32 * b;
         __m512i P = _mm512_setzero_si512(), M = _mm512_setzero_si512();
+        /* unrolled: the streams' offsets are constants */
+        FX_QUNROLL
         for (int c = 0; c < 4; c++) {
             __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
             FX_QUNROLL
             for (int t = 0; t < 8; t++) {
-                prefetch_piece(slice, pf_step, piece, 8 * c + t);
                 const __m512i v = fx_qline(g, off + qs + 32 * (size_t)c, t);
                 __m512i vl = _mm512_and_si512(v, m4), vh;
                 if (five) {
@@ -91,6 +135,7 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
                 }
                 lo = _mm512_dpbusd_epi32(lo, vl, xdw(xq + 64 * c + 4 * t));
                 hi = _mm512_dpbusd_epi32(hi, vh, xdw(xq + 64 * c + 32 + 4 * t));
+                pf_lines(&pa, &bd, 8 * c + t, 32, pnb, lo);
             }
             /* sub-blocks 2c and 2c + 1; Q4_K's high nibbles' sum is 16
              * times theirs, exactly */
@@ -100,6 +145,9 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
                                         lo, _mm512_shuffle_epi8(s, pick[2 * c % 4])));
             P = _mm512_add_epi32(P, _mm512_mullo_epi32(
                                         hi, _mm512_shuffle_epi8(s, pick[2 * c % 4 + 1])));
+            /* a running sum: as a tree over the unrolled loop, its
+             * leaves spill */
+            __asm__("" : "+v"(P));
             M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4]),
                                     xdw(bs + 8 * c));
             M = _mm512_dpwssd_epi32(M, _mm512_shuffle_epi8(mn, pair[2 * c % 4 + 1]),
@@ -142,15 +190,21 @@ static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     pair[0] = byte_pick(0x80, 0, 0x80, 1);
     pair[1] = byte_pick(0x80, 2, 0x80, 3);
     __m512 acc = _mm512_setzero_ps();
-    const size_t piece = fx_qr16_pf_piece(pf_step, 16);
+    const int pnb = pf_nb(210);
+    const bool fit = pf_fits(pf, pf_step, pnb);
+    size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
         const size_t off = b * 210;
+        const uint8_t *pa = fit ? slice : g->r16 + 16 * off;
+        if (!fit) prefetch_slice(slice, pf_step);
         const uint8_t *xq = x->q + 256 * b, *bs = x->s + 32 * b;
         __m512i sc4[4];
         FX_QUNROLL
         for (int i = 0; i < 4; i++) sc4[i] = fx_qline(g, off + 192, i);
         __m512i P = _mm512_setzero_si512(), C = _mm512_setzero_si512();
+        /* unrolled: the streams' offsets are constants */
+        FX_QUNROLL
         for (int tq = 0; tq < 4; tq++) {
             __m512i S[4];
             FX_QUNROLL
@@ -158,7 +212,6 @@ static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
             FX_QUNROLL
             for (int tt = 0; tt < 4; tt++) {
                 const int t = 4 * tq + tt;
-                prefetch_piece(slice, pf_step, piece, t);
                 const __m512i a = fx_qline(g, off, t);
                 const __m512i bq = fx_qline(g, off + 64, t);
                 const __m512i c = fx_qline(g, off + 128, t);
@@ -176,15 +229,20 @@ static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
                 S[2] = _mm512_dpbusd_epi32(S[2], _mm512_and_si512(c, m6),
                                            xdw(xq + 128 + 4 * t));
                 S[3] = _mm512_dpbusd_epi32(S[3], abc, xdw(xq + 192 + 4 * t));
+                pf_lines(&pa, &bd, t, 16, pnb, S[0]);
             }
             /* sub-block 4i + tq: byte tq of scale dword i, to the top of
              * the lane and down with its sign */
             FX_QUNROLL
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < 4; i++) {
                 P = _mm512_add_epi32(
                     P, _mm512_mullo_epi32(
                            S[i], _mm512_srai_epi32(
                                      _mm512_shuffle_epi8(sc4[i], pick[tq]), 24)));
+                /* a running sum: as a tree over the unrolled loop, its
+                 * leaves spill */
+                __asm__("" : "+v"(P));
+            }
         }
         /* the offset: 32 sum_j sc_j bsum_j, scales as int16 pairs */
         FX_QUNROLL
