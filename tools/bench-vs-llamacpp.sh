@@ -39,7 +39,7 @@ npl=${NPL:-1,16}
 repeats=${REPEATS:-3}
 loads=${LOADS:-3}
 rounds=${ROUNDS:-1}
-kv=${KV_TYPE:-f32}
+kv_type=${KV_TYPE:-f32}
 gnutime=/usr/bin/time
 for f in "$peer/bin/llama-batched-bench" "$peer/bin/llama-simple" \
          "$build/examples/ferrox-bench" "$build/examples/ferrox-run" "$gnutime"; do
@@ -83,7 +83,7 @@ for model in "$@"; do
         "$peer/bin/llama-batched-bench" -m "$model" -c $(( (npp + ntg) * ${npl##*,} + 64 )) \
             -b 2048 -ub 512 -npp "$npp" -ntg "$ntg" -npl "$npl" -t "$threads" \
             > "$tmp/ll" 2>&1 || { echo "$name: llama-batched-bench failed: $(tail -1 "$tmp/ll")" >&2; continue 2; }
-        "$build/examples/ferrox-bench" --model "$model" --threads "$threads" --kv-type "$kv" \
+        "$build/examples/ferrox-bench" --model "$model" --threads "$threads" --kv-type "$kv_type" \
             --phases roofline,prefill,decode --rows "$npl" --prompt-tokens "$npp" \
             --gen-tokens "$ntg" --repeats "$repeats" > "$tmp/fx" 2> "$tmp/fx.err" ||
             { echo "$name: ferrox-bench failed: $(tail -1 "$tmp/fx.err")" >&2; continue 2; }
@@ -96,7 +96,7 @@ for model in "$@"; do
         fi
         read -r ll_load ll_rss < <(startup "$tmp/lls" "$peer/bin/llama-simple" -m "$model" -n 1 -t "$threads" "${prompt_arg[@]}")
         read -r fx_load fx_rss < <(startup "$tmp/fxs" "$build/examples/ferrox-run" --model "$model" \
-            --prompt "Hello" --max-tokens 1 --threads "$threads" --kv-type "$kv")
+            --prompt "Hello" --max-tokens 1 --threads "$threads" --kv-type "$kv_type")
         last=${npl##*,}
         ll_pp=$(ll_field "$tmp/ll" 1 6); ll_d1=$(ll_field "$tmp/ll" 1 8); ll_dn=$(ll_field "$tmp/ll" "$last" 8)
         fx_pp=$(fx_field "$tmp/fx" prefill 1 tokens_per_s)
