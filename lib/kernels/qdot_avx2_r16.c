@@ -89,29 +89,20 @@ FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
  * them; more would not keep their sums in the 16 registers. */
 #define FX_R16_MR 4
 
-/* A block's prefetch slice (a later group's rows, see range_r16) with
- * no compare or branch a line: stream A, the slice's first 32 lines, and
- * stream B, its last nb, each line at a constant offset from a pointer
- * set a block (the slice; the slice + bd for B). Together they are the
- * slice when it has 32 to 32 + nb lines (pf_fits), as a full group's
- * has; other slices (the matrix's last groups) go a line at a time. */
+/* A block's prefetch slice goes out as quants.h's two streams, B at the
+ * slice + bd; slices they do not cover (the matrix's last groups) go a
+ * line at a time. */
 #define FX_R16_UNROLL_ALL _Pragma("GCC unroll 64")
 
 /* Stream B's nb for units of U bytes, a full group's slice being 16 U:
  * its lines past 32; spread over S steps (one every S / nb), that
  * rounded up to a power of 2, at most S; S = 1: at the block's start. */
 FX_ALWAYS_INLINE int pf_nb(size_t unit, int S) {
-    const int past = (int)((16 * unit + 63) / 64) - 32;
-    if (S == 1) return past > 0 ? past : 0;
+    const int past = fx_qr16_pf_past(unit);
+    if (S == 1) return past;
     int nb = 1;
     while (nb < S && nb < past) nb *= 2;
     return nb;
-}
-
-/* Whether the streams are the slice (pf_step a whole number of lines,
- * range_r16); bd is then pf_step - 64 nb. */
-FX_ALWAYS_INLINE bool pf_fits(const uint8_t *pf, size_t pf_step, int nb) {
-    return pf && pf_step >= 32 * 64 && pf_step <= (32 + (size_t)nb) * 64;
 }
 
 /* The whole slice at the block's start: at more than one x row, where
@@ -139,7 +130,7 @@ FX_ALWAYS_INLINE FX_AVX2 void prefetch_slice(const uint8_t *slice,
 }
 
 /* At one x row the loop streams from memory, and the streams go out
- * spread over the block's S steps (fx_qr16_pf_piece's reason): step i's
+ * spread over the block's S steps (quants.h): step i's
  * share, A's 32 / S lines and B's one every S / nb steps, from *pa (the
  * slice; without one that fits, the block being read: in cache, a
  * wasted load a line and no branch). v, a vector of the step: *pa passes
@@ -178,7 +169,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
      * 0's pass (FX_R16_TWO gives half 1's none); else at its start */
     const bool spread = MR == 1 && h == 0;
     const int pnb = pf_nb(bb, spread ? 32 : 1);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const size_t off = bb * b;
@@ -313,7 +304,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     const int pnb = pf_nb(210, 1);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         prefetch_slice(pf ? pf + b * pf_step : NULL, pf_step, fit, bd, pnb);
@@ -386,7 +377,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     const bool spread = MR == 1 && h == 0; /* as in k45_half, 8 steps */
     const int pnb = pf_nb(144, spread ? 8 : 1);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b += 8) {
         const size_t off = 18 * b;
@@ -456,7 +447,7 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
      * over j not being unrolled */
     const bool spread = MR == 1 && h == 0;
     const int pnb = pf_nb(136, 1);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     const size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const size_t off = 136 * b;
@@ -585,14 +576,10 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
     for (; n + 16 <= min_sz(n1, r16_end); n += 16) {
         const uint8_t *g = job->w + n * rb, *pf = NULL;
         size_t pf_step = 0; /* a block's (unit's) slice */
-        if (n + ahead < job->n) {
-            const size_t bytes = min_sz(16, job->n - n - ahead) * rb;
-            pf_step = ((bytes + n_pf - 1) / n_pf + 63) & ~(size_t)63;
-            /* whole lines a slice run past the rows: at the matrix's end
-             * the slices start that much earlier, so all are inside it */
-            const size_t at = (n + ahead) * rb, size = job->n * rb;
-            pf = job->w + min_sz(at, size - n_pf * pf_step);
-        }
+        if (n + ahead < job->n)
+            fx_qr16_pf_slices(job->w, job->n, rb, n + ahead,
+                              min_sz(16, job->n - n - ahead), n_pf, &pf,
+                              &pf_step);
         size_t mr;
         for (size_t m = 0; m < job->m; m += mr) {
             const int fi = job->m - m >= 4 ? 2 : job->m - m >= 2 ? 1 : 0;

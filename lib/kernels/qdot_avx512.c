@@ -93,10 +93,8 @@ static void group_prefetch(const fx_mm_job *job, size_t c, size_t ahead,
     *pf = NULL;
     *pf_step = 0;
     if (FX_QPF_BYTES == 0 || c + ahead >= job->n) return;
-    const size_t rb = job->row_bytes;
-    const size_t bytes = min_sz(grp, job->n - c - ahead) * rb;
-    *pf = job->w + (c + ahead) * rb;
-    *pf_step = ((bytes + nb - 1) / nb + 63) & ~(size_t)63;
+    fx_qr16_pf_slices(job->w, job->n, job->row_bytes, c + ahead,
+                      min_sz(grp, job->n - c - ahead), nb, pf, pf_step);
 }
 
 void fx_qrange(const fx_mm_job *job, size_t n0, size_t n1, float *scratch,

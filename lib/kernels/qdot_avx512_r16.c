@@ -27,26 +27,9 @@ FX_QINLINE FX_QV __m512i xdw(const uint8_t *p) {
     return _mm512_set1_epi32(fx_qi32(p));
 }
 
-/* A block's prefetch slice (pf_step bytes at a later group's rows) with
- * no compare or branch a line: stream A, the slice's first 32 lines, and
- * stream B, its last nb, each line at a constant offset from a pointer
- * set a block (the slice; the slice + bd for B). Together they are the
- * slice when it has 32 to 32 + nb lines (pf_fits), as a full group's
- * has; other slices (the matrix's last groups) go whole at the block's
- * start, a line at a time. */
-
-/* Stream B's nb for units of U bytes, a full group's slice being 16 U:
- * its lines past 32. */
-FX_QINLINE int pf_nb(size_t unit) {
-    const int past = (int)((16 * unit + 63) / 64) - 32;
-    return past > 0 ? past : 0;
-}
-
-/* Whether the streams are the slice (pf_step a whole number of lines,
- * group_prefetch); bd is then pf_step - 64 nb. */
-FX_QINLINE bool pf_fits(const uint8_t *pf, size_t pf_step, int nb) {
-    return pf && pf_step >= 32 * 64 && pf_step <= (32 + (size_t)nb) * 64;
-}
+/* A block's prefetch slice goes out as quants.h's two streams, B at the
+ * slice + bd; slices they do not cover (the matrix's last groups) go
+ * whole at the block's start, a line at a time. */
 
 /* A slice the streams do not cover (slice may be NULL), whole. */
 FX_QINLINE FX_QV void prefetch_slice(const uint8_t *slice, size_t pf_step) {
@@ -56,7 +39,7 @@ FX_QINLINE FX_QV void prefetch_slice(const uint8_t *slice, size_t pf_step) {
 }
 
 /* Step i's share of the streams, spread over the block's S steps rather
- * than all at its start (fx_qr16_pf_piece's reason): A's 32 / S lines,
+ * than all at its start (quants.h): A's 32 / S lines,
  * B's lines [ceil(i nb / S), ceil((i + 1) nb / S)), from *pa (the slice;
  * without one that fits, the block being read: in cache, no branch).
  * v, a vector of the step: *pa passes through it, or the scheduler
@@ -93,8 +76,8 @@ FX_QINLINE FX_QV void k45_one(const bool five, const fx_qgrp *g,
         pair[j] = byte_pick(j, 0x80, j, 0x80);
     }
     __m512 acc = _mm512_setzero_ps();
-    const int pnb = pf_nb(bb);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const int pnb = fx_qr16_pf_past(bb);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;
@@ -190,8 +173,8 @@ static FX_QV void q6k_one(const fx_qgrp *g, const fx_qxrow *x, size_t nb,
     pair[0] = byte_pick(0x80, 0, 0x80, 1);
     pair[1] = byte_pick(0x80, 2, 0x80, 3);
     __m512 acc = _mm512_setzero_ps();
-    const int pnb = pf_nb(210);
-    const bool fit = pf_fits(pf, pf_step, pnb);
+    const int pnb = fx_qr16_pf_past(210);
+    const bool fit = fx_qr16_pf_fits(pf, pf_step, pnb);
     size_t bd = fit ? pf_step - 64 * (size_t)pnb : 0;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *slice = pf ? pf + b * pf_step : NULL;

@@ -245,13 +245,34 @@ void fx_qr16_row(void *row, const void *w, fx_wtype t, size_t n, size_t k,
 void fx_qr16_range_rows(const fx_mm_job *job, size_t n0, size_t n1,
                         float *scratch);
 
-/* The one-row group kernels prefetch a later group while they read one:
- * a slice of pf_step bytes a block, issued in n pieces spread over the
- * block's loop, not all at its start (a burst of 36-53 prefetches fills
- * the core's miss queue and the block's own loads wait behind it). Bytes
- * a piece, whole lines. */
-static inline size_t fx_qr16_pf_piece(size_t pf_step, size_t n) {
-    return ((pf_step + n - 1) / n + 63) & ~(size_t)63;
+/* The group kernels prefetch a later group while they read one: rows
+ * [at, at + rows) of the matrix w (n rows of rb bytes) as n_slices slices
+ * of whole lines, slice i (a block's, or a unit's) at *pf + i * *pf_step.
+ * Whole lines run past the rows, so at the matrix's end the slices start
+ * that much earlier: every one is inside the matrix. */
+static inline void fx_qr16_pf_slices(const uint8_t *w, size_t n, size_t rb,
+                                     size_t at, size_t rows, size_t n_slices,
+                                     const uint8_t **pf, size_t *pf_step) {
+    *pf_step = ((rows * rb + n_slices - 1) / n_slices + 63) & ~(size_t)63;
+    const size_t size = n * rb, span = n_slices * *pf_step, start = at * rb;
+    *pf = w + (span <= size && start > size - span ? size - span : start);
+}
+
+/* At one x row the kernels issue a slice spread over the block's loop,
+ * not all at its start (a burst of 36-53 prefetches fills the core's miss
+ * queue and the block's own loads wait behind it), as two streams at
+ * constant offsets from one pointer, no compare or branch a line: A, the
+ * slice's first 32 lines, and B, its last nb. A full group's slice, 16
+ * units (blocks) of `unit` bytes, has fx_qr16_pf_past(unit) lines past
+ * 32; the streams are the whole slice when fx_qr16_pf_fits. */
+static inline int fx_qr16_pf_past(size_t unit) {
+    const int past = (int)((16 * unit + 63) / 64) - 32;
+    return past > 0 ? past : 0;
+}
+
+static inline bool fx_qr16_pf_fits(const uint8_t *pf, size_t pf_step,
+                                   int nb) {
+    return pf && pf_step >= 32 * 64 && pf_step <= (32 + (size_t)nb) * 64;
 }
 
 /* Each ISA's kernel table: the matmul range of type t on job->xq (in
