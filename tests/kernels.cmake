@@ -39,7 +39,8 @@ endif()
 # shapes.
 set(_fx_kernel_srcs convert.c cpu.c matmul.c matmul_avx2.c matmul_avx512.c
   matmul_portable.c matmul_q8.c matmul_q8_avx512.c ops.c pool.c
-  qr16.c qtypes.c qdot_portable.c qdot_avx2.c qdot_avx2_k.c qdot_avx2_r16.c qdot_avx512.c qdot_avx512_k.c
+  qr16.c qtypes.c qdot_portable.c qdot_avx2.c qdot_avx2_k.c qdot_avx2_r16.c qdot_avx2_r16_wide.c
+  qdot_avx512.c qdot_avx512_k.c
   qdot_avx512_r16.c
   quant_legacy.c
   quant_iq4.c quant_kquants.c quant_kquants_search.c)

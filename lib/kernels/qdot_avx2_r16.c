@@ -18,14 +18,9 @@
  * Up to 4 x rows share a pass over a half group (the quants unpacked once
  * for them); the next pass finds the group (16 rows x K) in L1 or L2.
  */
-#include "qdot_avx2.h"
-
-#include <stddef.h>
-#include <string.h>
+#include "qdot_avx2_r16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-
-#define FX_R16_UNROLL _Pragma("GCC unroll 8")
 
 /* How far ahead a group prefetches the rows of a later one, and how:
  * the same distance as the AVX-512 readers (qdot_avx512.h). */
@@ -36,58 +31,17 @@
 #define FX_R16_PF_HINT _MM_HINT_T1
 #endif
 
-/* Marks v as live in a register here: GCC otherwise turns the chains of
- * exact int16 sums into trees whose leaves it spills (qdot_avx2_k.c). */
-#define FX_R16_PIN(v) __asm__("" : "+x"(v))
-
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
-
-/* Half h (rows 8h..8h+7) of the group's line t at field offset off. */
-FX_ALWAYS_INLINE FX_AVX2 __m256i half_line(const uint8_t *g, size_t off, int t,
-                                           int h) {
-    return _mm256_loadu_si256(
-        (const __m256i *)(const void *)(g + 16 * off + 64 * (size_t)t + 32 * h));
-}
-
-FX_ALWAYS_INLINE FX_AVX2 __m256i xdw(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
-FX_ALWAYS_INLINE FX_AVX2 __m256i c8(unsigned v) {
-    return _mm256_set1_epi32((int)v);
-}
-
-/* vpshufb control: in each dword d, bytes (4d + b0, b1, b2, b3); 0x80 a
- * zero byte. */
-FX_ALWAYS_INLINE FX_AVX2 __m256i byte_pick(int b0, int b1, int b2, int b3) {
-    const unsigned a = (unsigned)b0 | (unsigned)b1 << 8 | (unsigned)b2 << 16 |
-                       (unsigned)b3 << 24;
-    const unsigned step = (b0 < 0x80 ? 1u : 0) | (b1 < 0x80 ? 1u << 8 : 0) |
-                          (b2 < 0x80 ? 1u << 16 : 0) | (b3 < 0x80 ? 1u << 24 : 0);
-    const __m128i l = _mm_setr_epi32((int)a, (int)(a + 4 * step),
-                                     (int)(a + 8 * step), (int)(a + 12 * step));
-    return _mm256_setr_m128i(l, l);
-}
-
-/* The f16 in the low (hi: high) half of each of 8 dwords, as f32. */
-FX_ALWAYS_INLINE FX_AVX2 __m256 h2f(__m256i v, bool hi) {
-    const __m256i w = hi ? _mm256_srli_epi32(v, 16)
-                         : _mm256_and_si256(v, c8(0xffffu));
-    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(w),
-                                            _mm256_extracti128_si256(w, 1)));
-}
-
-FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* x rows at once over a half group: the quants are unpacked once for
  * them; more would not keep their sums in the 16 registers. */
 #define FX_R16_MR 4
+
+/* From this many x rows a type's wide kernel, where it has one, decodes
+ * each block once for all of them (qdot_avx2_r16_wide.c). */
+#ifndef FX_R16_WIDE_M
+#define FX_R16_WIDE_M 16
+#endif
 
 /* A block's prefetch slice goes out as quants.h's two streams, B at the
  * slice + bd; slices they do not cover (the matrix's last groups) go a
@@ -148,20 +102,14 @@ FX_ALWAYS_INLINE FX_AVX2 void pf_lines(const uint8_t **pa, size_t bd, int i,
 }
 
 /* MR x rows (xq[r]: FX_XQ_256 rows) against the 8 rows of half h of a
- * group of nb Q4_K (Q5_K: five) blocks, into acc[r]. A block is d, dmin
- * (dword 0), 12 bytes of 6-bit scales and mins (dwords 1-3, ggml's
- * get_scale_min_k4), Q5_K's qh[32], and qs, whose byte 32c + l holds
- * element 64c + l (low nibble) and 64c + 32 + l (high): sub-blocks 2c
- * and 2c + 1; Q5_K's bit 4 of them is bit 2c (2c + 1) of qh byte l. The
- * int16 sums take 8 lines of 4-bit quants, 4 of 5-bit ones. */
+ * group of nb Q4_K (Q5_K: five) blocks (qdot_avx2_r16.h), into acc[r].
+ * The int16 sums take 8 lines of 4-bit quants, 4 of 5-bit ones. */
 FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                                        const int NH, const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
-    const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
-                  m2 = c8(0x30303030u), b4 = c8(0x10101010u);
-    const size_t bb = five ? 176 : 144, qs = five ? 48 : 16;
+    const size_t bb = five ? 176 : 144;
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
@@ -186,14 +134,8 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
             for (int t = 0; t < 8; t++) {
                 FX_R16_UNROLL
                 for (int hh = 0; hh < NH; hh++) {
-                    const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h + hh);
-                    __m256i vl = _mm256_and_si256(v, m4);
-                    __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    if (five) {
-                        const __m256i qh = half_line(g, off + 16, t, h + hh);
-                        vl = _mm256_or_si256(vl, _mm256_and_si256(shl16(qh, 4 - 2 * c), b4));
-                        vh = _mm256_or_si256(vh, _mm256_and_si256(shl16(qh, 3 - 2 * c), b4));
-                    }
+                    __m256i vl, vh;
+                    k45_quants(five, g, off, c, t, h + hh, &vl, &vh);
                     FX_R16_UNROLL
                     for (int r = 0; r < MR; r++) {
                         const int i = hh * MR + r;
@@ -210,18 +152,10 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                 if (t % run != run - 1) continue;
                 FX_R16_UNROLL
                 for (int hh = 0; hh < NH; hh++) {
-                    /* the scales of sub-blocks 2c, 2c + 1, decoded where
-                     * they are used: at 4 x rows every register holds a sum */
-                    const __m256i h1 = half_line(g, off, 1, h + hh);
-                    const __m256i s =
-                        c < 2 ? _mm256_and_si256(h1, m6)
-                              : _mm256_or_si256(
-                                    _mm256_and_si256(half_line(g, off, 3, h + hh), m4),
-                                    _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
-                    const int j = 2 * c % 4;
-                    const __m256i sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
-                    const __m256i sh =
-                        _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+                    /* the scales decoded where they are used: at 4 x
+                     * rows every register holds a sum */
+                    __m256i sl, sh;
+                    k45_scales(g, off, c, h + hh, &sl, &sh);
                     FX_R16_UNROLL
                     for (int r = 0; r < MR; r++) {
                         const int i = hh * MR + r;
@@ -236,18 +170,11 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
         }
         FX_R16_UNROLL
         for (int hh = 0; hh < NH; hh++) {
-            const __m256i h2 = half_line(g, off, 2, h + hh), h3 = half_line(g, off, 3, h + hh);
-            const __m256i ma = _mm256_and_si256(h2, m6);
-            const __m256i mb = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
-                _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
             FX_R16_UNROLL
             for (int r = 0; r < MR; r++) M[hh * MR + r] = _mm256_setzero_si256();
             FX_R16_UNROLL
             for (int j = 0; j < 8; j++) {
-                /* min j twice as int16 against the bsums of 16 of sub-block j */
-                const __m256i mn = _mm256_shuffle_epi8(
-                    j < 4 ? ma : mb, byte_pick(j % 4, 0x80, j % 4, 0x80));
+                const __m256i mn = k45_min(g, off, j, h + hh);
                 FX_R16_UNROLL
                 for (int r = 0; r < MR; r++)
                     M[hh * MR + r] = _mm256_add_epi32(
@@ -562,7 +489,8 @@ FX_R16_EACH(q6k_half, 4)
  * (matmul.c), so the rows past the task are mostly its next one's. */
 static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
                               float *scratch, const group_fn fns[3],
-                              size_t blk_elems, size_t pf_blocks) {
+                              fx_r16_wide_fn wide, size_t blk_elems,
+                              size_t pf_blocks) {
     const size_t k = job->k, nb = k / blk_elems, rb = job->row_bytes;
     const size_t n_pf = nb / pf_blocks; /* prefetch slices: one a unit */
     const size_t r16_end = job->n / 16 * 16;
@@ -575,6 +503,14 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
     size_t n = n0;
     for (; n + 16 <= min_sz(n1, r16_end); n += 16) {
         const uint8_t *g = job->w + n * rb, *pf = NULL;
+        if (wide && job->m >= FX_R16_WIDE_M) {
+            /* the next group comes in while this one is worked on */
+            if (n + 32 <= job->n)
+                for (size_t o = 0; o < 16 * rb; o += 64)
+                    _mm_prefetch((const char *)g + 16 * rb + o, FX_R16_PF_HINT);
+            wide(g, job, n, scratch);
+            continue;
+        }
         size_t pf_step = 0; /* a block's (unit's) slice */
         if (n + ahead < job->n)
             fx_qr16_pf_slices(job->w, job->n, rb, n + ahead,
@@ -604,18 +540,19 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
 
 /* A type's range function: its three group kernels, its block size and
  * blocks per prefetch slice (a unit: 8 for the 32-element types). */
-#define FX_R16_RANGE(NAME, BLK, UNIT)                                         \
+#define FX_R16_RANGE(NAME, WIDE, BLK, UNIT)                                   \
     static FX_AVX2 void NAME##_range(const fx_mm_job *job, size_t n0,         \
                                      size_t n1, float *scratch) {             \
         static const group_fn fns[3] = {NAME##_half_1, NAME##_half_2,         \
                                         NAME##_half_4};                       \
-        range_r16(job, n0, n1, scratch, fns, BLK, UNIT);                      \
+        range_r16(job, n0, n1, scratch, fns, fx_r16_avx2_wide(WIDE), BLK,     \
+                  UNIT);                                                      \
     }
-FX_R16_RANGE(q4k, FX_QK_K, 1)
-FX_R16_RANGE(q5k, FX_QK_K, 1)
-FX_R16_RANGE(q40, FX_QK32, 8)
-FX_R16_RANGE(xs, FX_QK_K, 1)
-FX_R16_RANGE(q6k, FX_QK_K, 1)
+FX_R16_RANGE(q4k, FX_WTYPE_Q4_K, FX_QK_K, 1)
+FX_R16_RANGE(q5k, FX_WTYPE_Q5_K, FX_QK_K, 1)
+FX_R16_RANGE(q40, FX_WTYPE_Q4_0, FX_QK32, 8)
+FX_R16_RANGE(xs, FX_WTYPE_IQ4_XS, FX_QK_K, 1)
+FX_R16_RANGE(q6k, FX_WTYPE_Q6_K, FX_QK_K, 1)
 
 fx_mm_range_fn fx_qmm_avx2_qr16(fx_wtype t) {
     if (!fx_cpu_has_avx2()) return NULL;

@@ -14,6 +14,7 @@ set(_fx_kernels_sources
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_k.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_r16.c
+  ${CMAKE_CURRENT_LIST_DIR}/qdot_avx2_r16_wide.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_k.c
   ${CMAKE_CURRENT_LIST_DIR}/qdot_avx512_r16.c

@@ -1,0 +1,132 @@
+/*
+ * Private to the AVX2 kernels of 16-row groups (quants.h): qdot_avx2_r16.c
+ * (up to 4 x rows a pass over the groups as they are) and
+ * qdot_avx2_r16_wide.c (many x rows: each block unpacked once for all of
+ * them). A group's 64-byte line holds one dword of each of 16 rows; its
+ * 32-byte halves are rows 0-7 and 8-15, a 32-bit lane each.
+ */
+#ifndef FX_KERNELS_QDOT_AVX2_R16_H
+#define FX_KERNELS_QDOT_AVX2_R16_H
+
+#include "qdot_avx2.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* The group at column n (its bytes g) against every x row of job, into
+ * its y: the kernel for many x rows of t | FX_WTYPE_QR16
+ * (qdot_avx2_r16_wide.c), or NULL. */
+typedef void (*fx_r16_wide_fn)(const uint8_t *g, const fx_mm_job *job,
+                               size_t n, float *scratch);
+fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#define FX_R16_UNROLL _Pragma("GCC unroll 8")
+
+/* Marks v as live in a register here: GCC otherwise turns the chains of
+ * exact int16 sums into trees whose leaves it spills (qdot_avx2_k.c). */
+#define FX_R16_PIN(v) __asm__("" : "+x"(v))
+
+/* Half h (rows 8h..8h+7) of the group's line t at field offset off. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i half_line(const uint8_t *g, size_t off, int t,
+                                           int h) {
+    return _mm256_loadu_si256(
+        (const __m256i *)(const void *)(g + 16 * off + 64 * (size_t)t + 32 * h));
+}
+
+FX_ALWAYS_INLINE FX_AVX2 __m256i xdw(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+FX_ALWAYS_INLINE FX_AVX2 __m256i c8(unsigned v) {
+    return _mm256_set1_epi32((int)v);
+}
+
+/* vpshufb control: in each dword d, bytes (4d + b0, b1, b2, b3); 0x80 a
+ * zero byte. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i byte_pick(int b0, int b1, int b2, int b3) {
+    const unsigned a = (unsigned)b0 | (unsigned)b1 << 8 | (unsigned)b2 << 16 |
+                       (unsigned)b3 << 24;
+    const unsigned step = (b0 < 0x80 ? 1u : 0) | (b1 < 0x80 ? 1u << 8 : 0) |
+                          (b2 < 0x80 ? 1u << 16 : 0) | (b3 < 0x80 ? 1u << 24 : 0);
+    const __m128i l = _mm_setr_epi32((int)a, (int)(a + 4 * step),
+                                     (int)(a + 8 * step), (int)(a + 12 * step));
+    return _mm256_setr_m128i(l, l);
+}
+
+/* The f16 in the low (hi: high) half of each of 8 dwords, as f32. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 h2f(__m256i v, bool hi) {
+    const __m256i w = hi ? _mm256_srli_epi32(v, 16)
+                         : _mm256_and_si256(v, c8(0xffffu));
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(w),
+                                            _mm256_extracti128_si256(w, 1)));
+}
+
+FX_ALWAYS_INLINE float f32_at(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Q4_K and Q5_K blocks (five: Q5_K). A block is d, dmin (dword 0), 12
+ * bytes of 6-bit scales and mins (dwords 1-3, ggml's get_scale_min_k4),
+ * Q5_K's qh[32], and qs, whose byte 32c + l holds element 64c + l (low
+ * nibble) and 64c + 32 + l (high): sub-blocks 2c and 2c + 1; Q5_K's bit
+ * 4 of them is bit 2c (2c + 1) of qh byte l. The decoders below take the
+ * block at field offset off of a group, half h. */
+
+/* Line t of sub-blocks 2c, 2c + 1: their quants in bytes, *lo of 2c and
+ * *hi of 2c + 1 (elements 64c + 4t.. and 64c + 32 + 4t..). */
+FX_ALWAYS_INLINE FX_AVX2 void k45_quants(const bool five, const uint8_t *g,
+                                         size_t off, int c, int t, int h,
+                                         __m256i *lo, __m256i *hi) {
+    const __m256i m4 = c8(0x0f0f0f0fu), b4 = c8(0x10101010u);
+    const size_t qs = five ? 48 : 16;
+    const __m256i v = half_line(g, off + qs + 32 * (size_t)c, t, h);
+    __m256i vl = _mm256_and_si256(v, m4);
+    __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (five) {
+        const __m256i qh = half_line(g, off + 16, t, h);
+        vl = _mm256_or_si256(vl, _mm256_and_si256(shl16(qh, 4 - 2 * c), b4));
+        vh = _mm256_or_si256(vh, _mm256_and_si256(shl16(qh, 3 - 2 * c), b4));
+    }
+    *lo = vl;
+    *hi = vh;
+}
+
+/* The scales of sub-blocks 2c (*sl) and 2c + 1 (*sh), each in both int16
+ * of every dword (against a vpmaddubsw sum's pairs). */
+FX_ALWAYS_INLINE FX_AVX2 void k45_scales(const uint8_t *g, size_t off, int c,
+                                         int h, __m256i *sl, __m256i *sh) {
+    const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
+                  m2 = c8(0x30303030u);
+    const __m256i h1 = half_line(g, off, 1, h);
+    const __m256i s =
+        c < 2 ? _mm256_and_si256(h1, m6)
+              : _mm256_or_si256(_mm256_and_si256(half_line(g, off, 3, h), m4),
+                                _mm256_and_si256(_mm256_srli_epi32(h1, 2), m2));
+    const int j = 2 * c % 4;
+    *sl = _mm256_shuffle_epi8(s, byte_pick(j, 0x80, j, 0x80));
+    *sh = _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
+}
+
+/* Min j twice as int16 in each dword, against the two bsums of 16 of
+ * sub-block j (FX_XQ_256). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i k45_min(const uint8_t *g, size_t off, int j,
+                                         int h) {
+    const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
+                  m2 = c8(0x30303030u);
+    const __m256i h2 = half_line(g, off, 2, h), h3 = half_line(g, off, 3, h);
+    const __m256i mins =
+        j < 4 ? _mm256_and_si256(h2, m6)
+              : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
+    return _mm256_shuffle_epi8(mins, byte_pick(j % 4, 0x80, j % 4, 0x80));
+}
+
+#endif
+
+#endif /* FX_KERNELS_QDOT_AVX2_R16_H */
