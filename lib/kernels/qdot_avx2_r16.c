@@ -207,23 +207,8 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
 FX_R16_K45(q4k_half, false)
 FX_R16_K45(q5k_half, true)
 
-/* Q6_K in groups (quants.h): dword t of the 64 bytes i < 3 is element
- * dword 16 i + t in its low 6 bits, and element dword 48 + t's bits 2i,
- * 2i + 1 on top; int8 scales at 192 (dwords 48-51), d the unit's tail.
- * Sub-block j (16 elements) = element dword / 4: lines 4j'..4j'+3 of
- * part i give sub-block 4i + j'. q - 32 the integer. */
-FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_quants(const uint8_t *g, size_t off,
-                                            int i, int t, int h) {
-    const __m256i m6 = c8(0x3f3f3f3fu);
-    if (i < 3) return _mm256_and_si256(half_line(g, off + 64 * (size_t)i, t, h), m6);
-    const __m256i a = half_line(g, off, t, h), bq = half_line(g, off + 64, t, h);
-    const __m256i c = half_line(g, off + 128, t, h);
-    return _mm256_or_si256(
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), c8(0x03030303u)),
-                        _mm256_and_si256(_mm256_srli_epi16(bq, 4), c8(0x0c0c0c0cu))),
-        _mm256_and_si256(_mm256_srli_epi16(c, 2), c8(0x30303030u)));
-}
-
+/* MR x rows against half h of a group of nb Q6_K blocks
+ * (qdot_avx2_r16.h), into acc[r]. */
 FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
@@ -244,10 +229,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
             const __m256i sd = half_line(g, off + 192, i, h);
             FX_R16_UNROLL
             for (int jj = 0; jj < 4; jj++) {
-                /* sub-block 4i + jj: byte jj of scale dword i,
-                 * sign-extended into both int16 of each dword */
-                const __m256i sc = _mm256_srai_epi16(
-                    _mm256_shuffle_epi8(sd, byte_pick(0x80, jj, 0x80, jj)), 8);
+                const __m256i sc = q6k_scale(sd, jj);
                 FX_R16_UNROLL
                 for (int pr = 0; pr < 2; pr++) {
                     /* two lines' vpmaddubsw fit int16, four would not */
@@ -268,8 +250,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
             /* the offset: 32 sum_j sc_j bsum_j, scales as int16 pairs */
             FX_R16_UNROLL
             for (int p = 0; p < 2; p++) {
-                const __m256i sc = _mm256_srai_epi16(
-                    _mm256_shuffle_epi8(sd, byte_pick(0x80, 2 * p, 0x80, 2 * p + 1)), 8);
+                const __m256i sc = q6k_scale_pair(sd, p);
                 FX_R16_UNROLL
                 for (int r = 0; r < MR; r++)
                     C[r] = _mm256_add_epi32(

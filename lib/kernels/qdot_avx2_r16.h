@@ -127,6 +127,37 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i k45_min(const uint8_t *g, size_t off, int j,
     return _mm256_shuffle_epi8(mins, byte_pick(j % 4, 0x80, j % 4, 0x80));
 }
 
+/* Q6_K blocks in groups (quants.h): dword t of the 64 bytes i < 3 is element
+ * dword 16 i + t in its low 6 bits, and element dword 48 + t's bits 2i,
+ * 2i + 1 on top; int8 scales at 192 (dwords 48-51), d the unit's tail.
+ * Sub-block j (16 elements) = element dword / 4: lines 4j'..4j'+3 of
+ * part i give sub-block 4i + j'. q - 32 the integer. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_quants(const uint8_t *g, size_t off,
+                                            int i, int t, int h) {
+    const __m256i m6 = c8(0x3f3f3f3fu);
+    if (i < 3) return _mm256_and_si256(half_line(g, off + 64 * (size_t)i, t, h), m6);
+    const __m256i a = half_line(g, off, t, h), bq = half_line(g, off + 64, t, h);
+    const __m256i c = half_line(g, off + 128, t, h);
+    return _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), c8(0x03030303u)),
+                        _mm256_and_si256(_mm256_srli_epi16(bq, 4), c8(0x0c0c0c0cu))),
+        _mm256_and_si256(_mm256_srli_epi16(c, 2), c8(0x30303030u)));
+}
+
+/* Scale of sub-block 4i + jj (byte jj of the block's scale dword i, sd),
+ * sign-extended into both int16 of each dword. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_scale(__m256i sd, int jj) {
+    return _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sd, byte_pick(0x80, jj, 0x80, jj)), 8);
+}
+
+/* Scales of sub-blocks 4i + 2p and 4i + 2p + 1 as an int16 pair in each
+ * dword, against the bsums of 16 (the offset, 32 sum_j sc_j bsum_j). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_scale_pair(__m256i sd, int p) {
+    return _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sd, byte_pick(0x80, 2 * p, 0x80, 2 * p + 1)), 8);
+}
+
 #endif
 
 #endif /* FX_KERNELS_QDOT_AVX2_R16_H */

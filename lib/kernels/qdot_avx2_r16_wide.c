@@ -1,29 +1,40 @@
 /*
- * AVX2 Q4_K and Q5_K in 16-row groups against many x rows (prefill).
+ * AVX2 Q4_K, Q5_K and Q6_K in 16-row groups against many x rows
+ * (prefill).
  *
  * Why: with 4 x rows a pass (qdot_avx2_r16.c) the work is bound by the
- * vector ALU ports, and a fifth of its operations redo, pass after pass,
- * the same decoding of the group: nibbles masked and shifted (Q5_K's
- * fifth bit merged), scales and mins picked into place, d and dmin
- * widened from f16. Here each block of a group is decoded once into the
- * scratch (k45_plain), and every pass over the x rows reads it back with
+ * vector ALU ports, and a fifth to a quarter of its operations redo, pass
+ * after pass, the same decoding of the group: quants masked, shifted and
+ * merged, scales and mins picked into place, d and dmin widened from f16.
+ * Here each block of a group is decoded once into the scratch (a
+ * "plain" block), and every pass over the x rows reads it back with
  * plain loads, which the load ports serve beside the arithmetic.
  *
- * The integers P and M of each (block, row) are the same exact sums, and
- * each row's acc takes the blocks in increasing order with the fmas of
+ * The integers of each (block, row) are the same exact sums, and each
+ * row's acc takes the blocks in increasing order with the fmas of
  * quants.h: the bits of the 4-row kernels (and of the portable one).
  */
 #include "qdot_avx2_r16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-/* A decoded block, one half (8 rows). */
+/* Decoded blocks, one half (8 rows) each. */
 typedef struct k45_plain {
     __m256i q[32][2]; /* line 8c + t: the quants of sub-blocks 2c, 2c + 1 */
     __m256i sl[4], sh[4];
     __m256i mn[8];
     __m256 d, dmin;
 } k45_plain;
+
+typedef struct q6k_plain {
+    __m256i q[64];  /* line 16 i + t: q6k_quants */
+    __m256i sc[16]; /* sub-block j's scale (q6k_scale) */
+    __m256i scp[8]; /* 2 i + p: q6k_scale_pair */
+    __m256 d;
+} q6k_plain;
+
+#define FX_R16W_PLAIN_MAX \
+    (sizeof(k45_plain) > sizeof(q6k_plain) ? sizeof(k45_plain) : sizeof(q6k_plain))
 
 /* Blocks decoded at a time (both halves: 10.5 KB at 2), and x rows taken
  * through them before the next blocks: the decoded blocks stay in L1
@@ -35,11 +46,13 @@ typedef struct k45_plain {
 #define FX_R16W_ROWS 128
 #endif
 
-#define FX_R16W_SCRATCH_BYTES                                                 \
-    (2 * FX_R16W_BLOCKS * sizeof(k45_plain) + FX_R16W_ROWS * 16 * sizeof(float))
+#define FX_R16W_SCRATCH_BYTES \
+    (2 * FX_R16W_BLOCKS * FX_R16W_PLAIN_MAX + FX_R16W_ROWS * 16 * sizeof(float))
 
-static FX_AVX2 void k45_decode(const bool five, const uint8_t *g, size_t b,
-                               int h, k45_plain *u) {
+FX_ALWAYS_INLINE FX_AVX2 void k45_decode_block(const bool five,
+                                               const uint8_t *g, size_t b,
+                                               int h, void *out) {
+    k45_plain *u = out;
     const size_t off = (five ? 176 : 144) * b;
     FX_R16_UNROLL
     for (int c = 0; c < 4; c++) {
@@ -61,12 +74,12 @@ static FX_AVX2 void k45_decode(const bool five, const uint8_t *g, size_t b,
  * As k45_half, the int16 sums taking 8 lines of 4-bit quants, 4 of 5-bit
  * ones. */
 FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
-                                       const k45_plain *u, size_t nbw,
-                                       size_t b0, const uint8_t *const *xq,
-                                       size_t k, float *acc) {
+                                       const void *u, size_t nbw, size_t b0,
+                                       const uint8_t *const *xq, size_t k,
+                                       float *acc) {
     const int run = five ? 4 : 8;
     for (size_t i = 0; i < nbw; i++) {
-        const k45_plain *ub = &u[2 * i];
+        const k45_plain *ub = (const k45_plain *)u + 2 * i;
         const size_t b = b0 + i;
         __m256i P[4], M[4];
         FX_R16_UNROLL
@@ -117,33 +130,100 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
     }
 }
 
-typedef void (*k45_rows_fn)(const k45_plain *u, size_t nbw, size_t b0,
-                            const uint8_t *const *xq, size_t k, float *acc);
-#define FX_R16W_ROWS_FN(NAME, FIVE, MR)                                       \
-    static FX_AVX2 void NAME(const k45_plain *u, size_t nbw, size_t b0,       \
-                             const uint8_t *const *xq, size_t k, float *acc) { \
-        k45_rows(FIVE, MR, u, nbw, b0, xq, k, acc);                           \
+/* As k45_rows, Q6_K's sums of quants.h: P of the quants (0..63) and the
+ * offset C (32 sum_j sc_j bsum_j), P - C the block's integer; two lines'
+ * vpmaddubsw fit int16 (q6k_half). */
+FX_ALWAYS_INLINE FX_AVX2 void q6k_rows(const int MR, const void *u,
+                                       size_t nbw, size_t b0,
+                                       const uint8_t *const *xq, size_t k,
+                                       float *acc) {
+    for (size_t n = 0; n < nbw; n++) {
+        const q6k_plain *ub = (const q6k_plain *)u + 2 * n;
+        const size_t b = b0 + n;
+        __m256i P[4], C[4];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) P[r] = C[r] = _mm256_setzero_si256();
+        FX_R16_UNROLL
+        for (int i = 0; i < 4; i++) {
+            FX_R16_UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                FX_R16_UNROLL
+                for (int pr = 0; pr < 2; pr++) {
+                    const int t = 4 * jj + 2 * pr;
+                    const __m256i q0 = _mm256_load_si256(&ub->q[16 * i + t]);
+                    const __m256i q1 = _mm256_load_si256(&ub->q[16 * i + t + 1]);
+                    FX_R16_UNROLL
+                    for (int r = 0; r < MR; r++) {
+                        const uint8_t *x = xq[r] + 256 * b + 64 * i + 4 * t;
+                        const __m256i s16 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q0, xdw(x)),
+                            _mm256_maddubs_epi16(q1, xdw(x + 4)));
+                        P[r] = _mm256_add_epi32(
+                            P[r], _mm256_madd_epi16(s16, ub->sc[4 * i + jj]));
+                        FX_R16_PIN(P[r]);
+                    }
+                }
+            }
+            FX_R16_UNROLL
+            for (int p = 0; p < 2; p++)
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++)
+                    C[r] = _mm256_add_epi32(
+                        C[r], _mm256_madd_epi16(ub->scp[2 * i + p],
+                                                xdw(xq[r] + k + 32 * b + 8 * i + 4 * p)));
+        }
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+            const __m256i p = _mm256_sub_epi32(P[r], _mm256_slli_epi32(C[r], 5));
+            __m256 a = b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps();
+            a = _mm256_fmadd_ps(_mm256_mul_ps(ub->d, dx), _mm256_cvtepi32_ps(p), a);
+            _mm256_store_ps(acc + 16 * r, a);
+        }
     }
-FX_R16W_ROWS_FN(q4k_rows_1, false, 1)
-FX_R16W_ROWS_FN(q4k_rows_2, false, 2)
-FX_R16W_ROWS_FN(q4k_rows_4, false, 4)
-FX_R16W_ROWS_FN(q5k_rows_1, true, 1)
-FX_R16W_ROWS_FN(q5k_rows_2, true, 2)
-FX_R16W_ROWS_FN(q5k_rows_4, true, 4)
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void q6k_decode_block(const uint8_t *g, size_t b,
+                                               int h, void *out) {
+    q6k_plain *u = out;
+    const size_t off = 210 * b;
+    FX_R16_UNROLL
+    for (int i = 0; i < 4; i++) {
+        FX_R16_UNROLL
+        for (int t = 0; t < 16; t++) u->q[16 * i + t] = q6k_quants(g, off, i, t, h);
+        const __m256i sd = half_line(g, off + 192, i, h);
+        FX_R16_UNROLL
+        for (int jj = 0; jj < 4; jj++) u->sc[4 * i + jj] = q6k_scale(sd, jj);
+        FX_R16_UNROLL
+        for (int p = 0; p < 2; p++) u->scp[2 * i + p] = q6k_scale_pair(sd, p);
+    }
+    u->d = _mm256_cvtph_ps(_mm_loadu_si128(
+        (const __m128i *)(const void *)(g + 16 * (off + 208) + 16 * h)));
+}
+
+/* A type's wide kernel: its decoder and its passes of 1, 2 and 4 rows. */
+typedef void (*decode_fn)(const uint8_t *g, size_t b, int h, void *u);
+typedef void (*rows_fn)(const void *u, size_t nbw, size_t b0,
+                        const uint8_t *const *xq, size_t k, float *acc);
+typedef struct wide_kind {
+    decode_fn decode;
+    size_t plain;
+    rows_fn rows[3];
+} wide_kind;
 
 /* The group at column n (g) against every x row of the job, into y. */
-static FX_AVX2 void k45_wide(const bool five, const k45_rows_fn fns[3],
-                             const uint8_t *g, const fx_mm_job *job, size_t n,
-                             float *scratch) {
+static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
+                         const fx_mm_job *job, size_t n, float *scratch) {
     const size_t k = job->k, nb = k / FX_QK_K;
-    k45_plain *u = (k45_plain *)(void *)scratch;
-    float *sums = scratch + 2 * FX_R16W_BLOCKS * sizeof(k45_plain) / sizeof(float);
+    uint8_t *u = (uint8_t *)scratch;
+    float *sums = scratch + 2 * FX_R16W_BLOCKS * FX_R16W_PLAIN_MAX / sizeof(float);
     for (size_t m0 = 0; m0 < job->m; m0 += FX_R16W_ROWS) {
         const size_t m1 = job->m - m0 < FX_R16W_ROWS ? job->m : m0 + FX_R16W_ROWS;
         for (size_t b0 = 0; b0 < nb; b0 += FX_R16W_BLOCKS) {
             const size_t nbw = nb - b0 < FX_R16W_BLOCKS ? nb - b0 : FX_R16W_BLOCKS;
             for (size_t i = 0; i < nbw; i++)
-                for (int h = 0; h < 2; h++) k45_decode(five, g, b0 + i, h, &u[2 * i + h]);
+                for (int h = 0; h < 2; h++)
+                    kd->decode(g, b0 + i, h, u + (2 * i + (size_t)h) * kd->plain);
             size_t mr;
             for (size_t m = m0; m < m1; m += mr) {
                 const int fi = m1 - m >= 4 ? 2 : m1 - m >= 2 ? 1 : 0;
@@ -151,7 +231,8 @@ static FX_AVX2 void k45_wide(const bool five, const k45_rows_fn fns[3],
                 const uint8_t *xq[4];
                 for (size_t r = 0; r < mr; r++) xq[r] = job->xq + (m + r) * job->xq_ld;
                 float *s = sums + 16 * (m - m0);
-                for (int h = 0; h < 2; h++) fns[fi](u + h, nbw, b0, xq, k, s + 8 * h);
+                for (int h = 0; h < 2; h++)
+                    kd->rows[fi](u + (size_t)h * kd->plain, nbw, b0, xq, k, s + 8 * h);
                 /* done: out now, the stores' misses hidden in the passes
                  * still to come (at the end they stall, 5% of the time) */
                 if (b0 + nbw == nb)
@@ -164,17 +245,39 @@ static FX_AVX2 void k45_wide(const bool five, const k45_rows_fn fns[3],
     }
 }
 
-static FX_AVX2 void q4k_wide(const uint8_t *g, const fx_mm_job *job, size_t n,
-                             float *scratch) {
-    static const k45_rows_fn fns[3] = {q4k_rows_1, q4k_rows_2, q4k_rows_4};
-    k45_wide(false, fns, g, job, n, scratch);
-}
-
-static FX_AVX2 void q5k_wide(const uint8_t *g, const fx_mm_job *job, size_t n,
-                             float *scratch) {
-    static const k45_rows_fn fns[3] = {q5k_rows_1, q5k_rows_2, q5k_rows_4};
-    k45_wide(true, fns, g, job, n, scratch);
-}
+#define FX_R16W_KIND(NAME, DECODE, PLAIN, ROWS)                               \
+    static FX_AVX2 void NAME##_decode(const uint8_t *g, size_t b, int h,      \
+                                      void *u) {                              \
+        DECODE(g, b, h, u);                                                   \
+    }                                                                         \
+    static FX_AVX2 void NAME##_1(const void *u, size_t nbw, size_t b0,        \
+                                 const uint8_t *const *xq, size_t k,          \
+                                 float *acc) {                                \
+        ROWS(1, u, nbw, b0, xq, k, acc);                                      \
+    }                                                                         \
+    static FX_AVX2 void NAME##_2(const void *u, size_t nbw, size_t b0,        \
+                                 const uint8_t *const *xq, size_t k,          \
+                                 float *acc) {                                \
+        ROWS(2, u, nbw, b0, xq, k, acc);                                      \
+    }                                                                         \
+    static FX_AVX2 void NAME##_4(const void *u, size_t nbw, size_t b0,        \
+                                 const uint8_t *const *xq, size_t k,          \
+                                 float *acc) {                                \
+        ROWS(4, u, nbw, b0, xq, k, acc);                                      \
+    }                                                                         \
+    static FX_AVX2 void NAME##_wide(const uint8_t *g, const fx_mm_job *job,   \
+                                    size_t n, float *scratch) {               \
+        static const wide_kind kind = {NAME##_decode, sizeof(PLAIN),          \
+                                       {NAME##_1, NAME##_2, NAME##_4}};       \
+        wide(&kind, g, job, n, scratch);                                      \
+    }
+#define FX_K4_DECODE(g, b, h, u) k45_decode_block(false, g, b, h, u)
+#define FX_K5_DECODE(g, b, h, u) k45_decode_block(true, g, b, h, u)
+#define FX_K4_ROWS(MR, ...) k45_rows(false, MR, __VA_ARGS__)
+#define FX_K5_ROWS(MR, ...) k45_rows(true, MR, __VA_ARGS__)
+FX_R16W_KIND(q4k, FX_K4_DECODE, k45_plain, FX_K4_ROWS)
+FX_R16W_KIND(q5k, FX_K5_DECODE, k45_plain, FX_K5_ROWS)
+FX_R16W_KIND(q6k, q6k_decode_block, q6k_plain, q6k_rows)
 
 fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     /* a smaller scratch (the blocking tests' build): 4 rows a pass */
@@ -182,6 +285,7 @@ fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     switch (t) {
     case FX_WTYPE_Q4_K: return q4k_wide;
     case FX_WTYPE_Q5_K: return q5k_wide;
+    case FX_WTYPE_Q6_K: return q6k_wide;
     default: return NULL;
     }
 }
