@@ -485,10 +485,6 @@ static FX_AVX2 void range_r16(const fx_mm_job *job, size_t n0, size_t n1,
     for (; n + 16 <= min_sz(n1, r16_end); n += 16) {
         const uint8_t *g = job->w + n * rb, *pf = NULL;
         if (wide && job->m >= FX_R16_WIDE_M) {
-            /* the next group comes in while this one is worked on */
-            if (n + 32 <= job->n)
-                for (size_t o = 0; o < 16 * rb; o += 64)
-                    _mm_prefetch((const char *)g + 16 * rb + o, FX_R16_PF_HINT);
             wide(g, job, n, scratch);
             continue;
         }
