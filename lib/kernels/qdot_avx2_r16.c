@@ -335,20 +335,14 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
     }
 }
 
-/* IQ4_XS in groups: d and scales_h (dword 0), scales_l (dword 1), then
- * qs from byte 8: sub-block j (32 elements) is bytes 16j..16j+15, element
- * 32j + l (l < 16) the low nibble of byte 16j + l, 32j + 16 + l the
- * high, each an index into the signed levels kv. vpmaddubsw takes them
- * as |w| against x with w's sign; a pair of products reaches 2 * 127 *
- * 127, so every one goes to int32 at once, times the sub-block's scale
- * ls - 32 (6 bits: 4 from scales_l, 2 from scales_h). */
+/* IQ4_XS in groups (qdot_avx2_r16.h). vpmaddubsw takes the levels as |w|
+ * against x with w's sign; a pair of products reaches 2 * 127 * 127, so
+ * every one goes to int32 at once, times the sub-block's scale. */
 FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
                                       const uint8_t *const *xq, size_t k,
                                       size_t nb, int h, const uint8_t *pf,
                                       size_t pf_step, __m256 *acc) {
-    const __m256i m4 = c8(0x0f0f0f0fu);
-    const __m256i lut = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
+    const __m256i lut = xs_lut();
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     /* as in k45_half, 8 steps; stream B at the block's start, the loop
@@ -376,21 +370,11 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
                 for (int i = 0; i < 4; i++)
                     _mm_prefetch((const char *)pa + 256 * j + 64 * i, FX_R16_PF_HINT);
             }
-            /* ls - 32 of sub-block j in both int16 of each dword */
-            const __m256i lo4 = _mm256_and_si256(
-                _mm256_srli_epi32(half_line(g, off, 1, h), 4 * j), c8(0x0f));
-            const __m256i hi2 = _mm256_and_si256(
-                _mm256_srli_epi32(half_line(g, off, 0, h), 16 + 2 * j), c8(0x03));
-            const __m256i ls = _mm256_sub_epi32(
-                _mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), c8(32));
-            const __m256i sc = _mm256_or_si256(_mm256_and_si256(ls, c8(0xffff)),
-                                               _mm256_slli_epi32(ls, 16));
+            const __m256i sc = xs_scale(g, off, j, h);
             FX_R16_UNROLL
             for (int i = 0; i < 4; i++) {
-                const __m256i v = half_line(g, off + 8 + 16 * (size_t)j, i, h);
-                const __m256i wl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
-                const __m256i wh = _mm256_shuffle_epi8(
-                    lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                __m256i wl, wh;
+                xs_levels(g, off, j, i, h, lut, &wl, &wh);
                 const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
                 FX_R16_UNROLL
                 for (int r = 0; r < MR; r++) {

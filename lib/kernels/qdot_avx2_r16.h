@@ -158,6 +158,41 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i q6k_scale_pair(__m256i sd, int p) {
         _mm256_shuffle_epi8(sd, byte_pick(0x80, 2 * p, 0x80, 2 * p + 1)), 8);
 }
 
+
+/* IQ4_XS blocks in groups: d and scales_h (dword 0), scales_l (dword 1),
+ * then qs from byte 8: sub-block j (32 elements) is bytes 16j..16j+15,
+ * element 32j + l (l < 16) the low nibble of byte 16j + l, 32j + 16 + l
+ * the high, each an index into the signed levels kv (xs_lut). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i xs_lut(void) {
+    return _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)fx_iq4nl_values));
+}
+
+/* Sub-block j's scale ls - 32 (6 bits: 4 from scales_l, 2 from
+ * scales_h) in both int16 of each dword. */
+FX_ALWAYS_INLINE FX_AVX2 __m256i xs_scale(const uint8_t *g, size_t off, int j,
+                                          int h) {
+    const __m256i lo4 = _mm256_and_si256(
+        _mm256_srli_epi32(half_line(g, off, 1, h), 4 * j), c8(0x0f));
+    const __m256i hi2 = _mm256_and_si256(
+        _mm256_srli_epi32(half_line(g, off, 0, h), 16 + 2 * j), c8(0x03));
+    const __m256i ls = _mm256_sub_epi32(
+        _mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), c8(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, c8(0xffff)),
+                           _mm256_slli_epi32(ls, 16));
+}
+
+/* Line i of sub-block j: the levels of elements 32j + 4i.. (*wl) and
+ * 32j + 16 + 4i.. (*wh). */
+FX_ALWAYS_INLINE FX_AVX2 void xs_levels(const uint8_t *g, size_t off, int j,
+                                        int i, int h, __m256i lut,
+                                        __m256i *wl, __m256i *wh) {
+    const __m256i m4 = c8(0x0f0f0f0fu);
+    const __m256i v = half_line(g, off + 8 + 16 * (size_t)j, i, h);
+    *wl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+    *wh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+}
+
 #endif
 
 #endif /* FX_KERNELS_QDOT_AVX2_R16_H */

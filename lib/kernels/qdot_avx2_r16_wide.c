@@ -1,5 +1,5 @@
 /*
- * AVX2 Q4_K, Q5_K and Q6_K in 16-row groups against many x rows
+ * AVX2 Q4_K, Q5_K, Q6_K and IQ4_XS in 16-row groups against many x rows
  * (prefill).
  *
  * Why: with 4 x rows a pass (qdot_avx2_r16.c) the work is bound by the
@@ -33,8 +33,15 @@ typedef struct q6k_plain {
     __m256 d;
 } q6k_plain;
 
+typedef struct xs_plain {
+    __m256i w[32][4]; /* line 4 j + i: |wl|, wl, |wh|, wh (xs_levels) */
+    __m256i sc[8];
+    __m256 d;
+} xs_plain;
+
+#define FX_R16W_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FX_R16W_PLAIN_MAX \
-    (sizeof(k45_plain) > sizeof(q6k_plain) ? sizeof(k45_plain) : sizeof(q6k_plain))
+    FX_R16W_MAX(FX_R16W_MAX(sizeof(k45_plain), sizeof(q6k_plain)), sizeof(xs_plain))
 
 /* Blocks decoded at a time (both halves: 10.5 KB at 2), and x rows taken
  * through them before the next blocks: the decoded blocks stay in L1
@@ -201,6 +208,64 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_decode_block(const uint8_t *g, size_t b,
         (const __m128i *)(const void *)(g + 16 * (off + 208) + 16 * h)));
 }
 
+/* As k45_rows, IQ4_XS's: each vpmaddubsw pair to int32 at once (xs_half). */
+FX_ALWAYS_INLINE FX_AVX2 void xs_rows(const int MR, const void *u, size_t nbw,
+                                      size_t b0, const uint8_t *const *xq,
+                                      size_t k, float *acc) {
+    for (size_t n = 0; n < nbw; n++) {
+        const xs_plain *ub = (const xs_plain *)u + 2 * n;
+        const size_t b = b0 + n;
+        __m256i P[4];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) P[r] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            FX_R16_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const __m256i *w = ub->w[4 * j + i];
+                FX_R16_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    const uint8_t *x = xq[r] + 256 * b + 32 * (size_t)j + 4 * i;
+                    const __m256i pl = _mm256_maddubs_epi16(
+                        w[0], _mm256_sign_epi8(xdw(x), w[1]));
+                    const __m256i ph = _mm256_maddubs_epi16(
+                        w[2], _mm256_sign_epi8(xdw(x + 16), w[3]));
+                    P[r] = _mm256_add_epi32(
+                        P[r], _mm256_add_epi32(_mm256_madd_epi16(pl, ub->sc[j]),
+                                               _mm256_madd_epi16(ph, ub->sc[j])));
+                    FX_R16_PIN(P[r]);
+                }
+            }
+        }
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) {
+            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
+            __m256 a = b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps();
+            a = _mm256_fmadd_ps(_mm256_mul_ps(ub->d, dx), _mm256_cvtepi32_ps(P[r]), a);
+            _mm256_store_ps(acc + 16 * r, a);
+        }
+    }
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void xs_decode_block(const uint8_t *g, size_t b,
+                                              int h, void *out) {
+    xs_plain *u = out;
+    const size_t off = 136 * b;
+    const __m256i lut = xs_lut();
+    for (int j = 0; j < 8; j++) {
+        u->sc[j] = xs_scale(g, off, j, h);
+        FX_R16_UNROLL
+        for (int i = 0; i < 4; i++) {
+            __m256i wl, wh;
+            xs_levels(g, off, j, i, h, lut, &wl, &wh);
+            u->w[4 * j + i][0] = _mm256_abs_epi8(wl);
+            u->w[4 * j + i][1] = wl;
+            u->w[4 * j + i][2] = _mm256_abs_epi8(wh);
+            u->w[4 * j + i][3] = wh;
+        }
+    }
+    u->d = h2f(half_line(g, off, 0, h), false);
+}
+
 /* A type's wide kernel: its decoder and its passes of 1, 2 and 4 rows. */
 typedef void (*decode_fn)(const uint8_t *g, size_t b, int h, void *u);
 typedef void (*rows_fn)(const void *u, size_t nbw, size_t b0,
@@ -291,6 +356,7 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
 FX_R16W_KIND(q4k, FX_K4_DECODE, 144, k45_plain, FX_K4_ROWS)
 FX_R16W_KIND(q5k, FX_K5_DECODE, 176, k45_plain, FX_K5_ROWS)
 FX_R16W_KIND(q6k, q6k_decode_block, 210, q6k_plain, q6k_rows)
+FX_R16W_KIND(xs, xs_decode_block, 136, xs_plain, xs_rows)
 
 fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     /* a smaller scratch (the blocking tests' build): 4 rows a pass */
@@ -299,6 +365,7 @@ fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     case FX_WTYPE_Q4_K: return q4k_wide;
     case FX_WTYPE_Q5_K: return q5k_wide;
     case FX_WTYPE_Q6_K: return q6k_wide;
+    case FX_WTYPE_IQ4_XS: return xs_wide;
     default: return NULL;
     }
 }
