@@ -191,7 +191,8 @@ bool fx_kernels_prefer_r16(fx_wtype t);
 /* Whether block type t (quants.h) with rows of k elements runs faster in
  * 16-row groups (FX_WTYPE_QR16) on this CPU: where the AVX-512 VNNI
  * kernels exist, or AVX2 ones for t (Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS;
- * qdot_avx2_r16.c), which read the groups
+ * qdot_avx2_r16.c, and from 16 x rows qdot_avx2_r16_wide.c, which
+ * decodes each block once for all of them), which read the groups
  * with plain loads; other ISAs and types read them a row at a time,
  * correct but slow. */
 bool fx_kernels_prefer_qr16(fx_wtype t, size_t k);

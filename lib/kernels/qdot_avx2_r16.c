@@ -270,11 +270,8 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
     }
 }
 
-/* Q4_0 in groups: a unit is 8 blocks of 18 bytes (d, then qs: element
- * l < 16 the low nibble of byte l, 16 + l the high), so block j starts
- * at byte 18 j: the even ones on a dword with their quants 2 bytes in,
- * the odd ones 2 bytes into a dword with their quants on the next.
- * P = sum (q - 8) qx, the -8 sum qx being FX_XQ_32's nc / 16 (exact). */
+/* Q4_0 in groups (qdot_avx2_r16.h): P = sum (q - 8) qx, the -8 sum qx
+ * being FX_XQ_32's nc / 16 (exact). */
 FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
@@ -294,19 +291,10 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
         if (!spread || !fit) prefetch_slice(slice, pf_step, fit, bd, pnb);
         FX_R16_UNROLL
         for (int j = 0; j < 8; j++) {
-            const int at = 18 * j, qa = at + 2;
-            const __m256 d = h2f(half_line(g, off + (size_t)(at / 4 * 4), 0, h),
-                                 at % 4 != 0);
+            const __m256 d = q40_d(g, off, j, h);
             __m256i q[4];
             FX_R16_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const size_t o = off + (size_t)((qa + 4 * i) / 4 * 4);
-                q[i] = qa % 4 == 0
-                           ? half_line(g, o, 0, h)
-                           : _mm256_or_si256(
-                                 _mm256_srli_epi32(half_line(g, o, 0, h), 16),
-                                 _mm256_slli_epi32(half_line(g, o, 1, h), 16));
-            }
+            for (int i = 0; i < 4; i++) q[i] = q40_quants(g, off, j, i, h);
             if (spread) pf_lines(&pa, bd, j, 8, pnb, q[0]);
             FX_R16_UNROLL
             for (int r = 0; r < MR; r++) {

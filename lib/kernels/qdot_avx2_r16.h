@@ -193,6 +193,28 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_levels(const uint8_t *g, size_t off, int j,
     *wh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
 }
 
+
+/* Q4_0 units in groups: 8 blocks of 18 bytes (d, then qs: element l < 16
+ * the low nibble of byte l, 16 + l the high), so block j starts at byte
+ * 18 j: the even ones on a dword with their quants 2 bytes in, the odd
+ * ones 2 bytes into a dword with their quants on the next. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 q40_d(const uint8_t *g, size_t off, int j,
+                                      int h) {
+    const int at = 18 * j;
+    return h2f(half_line(g, off + (size_t)(at / 4 * 4), 0, h), at % 4 != 0);
+}
+
+/* Block j's qs bytes 4i..4i+3 (elements 4i.. low, 16 + 4i.. high). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i q40_quants(const uint8_t *g, size_t off,
+                                            int j, int i, int h) {
+    const int qa = 18 * j + 2;
+    const size_t o = off + (size_t)((qa + 4 * i) / 4 * 4);
+    return qa % 4 == 0 ? half_line(g, o, 0, h)
+                       : _mm256_or_si256(
+                             _mm256_srli_epi32(half_line(g, o, 0, h), 16),
+                             _mm256_slli_epi32(half_line(g, o, 1, h), 16));
+}
+
 #endif
 
 #endif /* FX_KERNELS_QDOT_AVX2_R16_H */

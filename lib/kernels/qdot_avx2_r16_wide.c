@@ -1,6 +1,6 @@
 /*
- * AVX2 Q4_K, Q5_K, Q6_K and IQ4_XS in 16-row groups against many x rows
- * (prefill).
+ * AVX2 Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS in 16-row groups against many
+ * x rows (prefill).
  *
  * Why: with 4 x rows a pass (qdot_avx2_r16.c) the work is bound by the
  * vector ALU ports, and a fifth to a quarter of its operations redo, pass
@@ -39,9 +39,16 @@ typedef struct xs_plain {
     __m256 d;
 } xs_plain;
 
+/* Q4_0's unit of 8 blocks (the 256 elements the driver calls a block) */
+typedef struct q40_plain {
+    __m256i q[8][4][2]; /* block j, bytes 4i..4i+3: low and high nibbles */
+    __m256 d[8];
+} q40_plain;
+
 #define FX_R16W_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FX_R16W_PLAIN_MAX \
-    FX_R16W_MAX(FX_R16W_MAX(sizeof(k45_plain), sizeof(q6k_plain)), sizeof(xs_plain))
+    FX_R16W_MAX(FX_R16W_MAX(sizeof(k45_plain), sizeof(q6k_plain)),          \
+                FX_R16W_MAX(sizeof(xs_plain), sizeof(q40_plain)))
 
 /* Blocks decoded at a time (both halves: 10.5 KB at 2), and x rows taken
  * through them before the next blocks: the decoded blocks stay in L1
@@ -266,6 +273,65 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_decode_block(const uint8_t *g, size_t b,
     u->d = h2f(half_line(g, off, 0, h), false);
 }
 
+/* As k45_rows, Q4_0's (FX_XQ_32 rows): q40_half's sums, an fma a block. */
+FX_ALWAYS_INLINE FX_AVX2 void q40_rows(const int MR, const void *u,
+                                       size_t nbw, size_t b0,
+                                       const uint8_t *const *xq, size_t k,
+                                       float *acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t nbk = k / 32;
+    for (size_t n = 0; n < nbw; n++) {
+        const q40_plain *ub = (const q40_plain *)u + 2 * n;
+        const size_t b = 8 * (b0 + n); /* its first 32-element block */
+        __m256 a[4];
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++)
+            a[r] = b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps();
+        FX_R16_UNROLL
+        for (int j = 0; j < 8; j++) {
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++) {
+                const uint8_t *x = xq[r] + 32 * (b + (size_t)j);
+                __m256i s16 = _mm256_setzero_si256();
+                FX_R16_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    s16 = _mm256_add_epi16(
+                        s16, _mm256_maddubs_epi16(ub->q[j][i][0], xdw(x + 4 * i)));
+                    s16 = _mm256_add_epi16(
+                        s16, _mm256_maddubs_epi16(ub->q[j][i][1], xdw(x + 16 + 4 * i)));
+                    FX_R16_PIN(s16);
+                }
+                const uint8_t *xs = xq[r] + k + 4 * (b + (size_t)j);
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
+                                                   _mm256_srai_epi32(xdw(xs), 4));
+                const __m256 dx = _mm256_set1_ps(
+                    f32_at(xq[r] + k + 4 * nbk + 4 * (b + (size_t)j)));
+                a[r] = _mm256_fmadd_ps(_mm256_mul_ps(ub->d[j], dx),
+                                       _mm256_cvtepi32_ps(p), a[r]);
+            }
+        }
+        FX_R16_UNROLL
+        for (int r = 0; r < MR; r++) _mm256_store_ps(acc + 16 * r, a[r]);
+    }
+}
+
+FX_ALWAYS_INLINE FX_AVX2 void q40_decode_block(const uint8_t *g, size_t b,
+                                               int h, void *out) {
+    q40_plain *u = out;
+    const __m256i m4 = c8(0x0f0f0f0fu);
+    const size_t off = 144 * b;
+    FX_R16_UNROLL
+    for (int j = 0; j < 8; j++) {
+        u->d[j] = q40_d(g, off, j, h);
+        FX_R16_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const __m256i q = q40_quants(g, off, j, i, h);
+            u->q[j][i][0] = _mm256_and_si256(q, m4);
+            u->q[j][i][1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+    }
+}
+
 /* A type's wide kernel: its decoder and its passes of 1, 2 and 4 rows. */
 typedef void (*decode_fn)(const uint8_t *g, size_t b, int h, void *u);
 typedef void (*rows_fn)(const void *u, size_t nbw, size_t b0,
@@ -357,6 +423,7 @@ FX_R16W_KIND(q4k, FX_K4_DECODE, 144, k45_plain, FX_K4_ROWS)
 FX_R16W_KIND(q5k, FX_K5_DECODE, 176, k45_plain, FX_K5_ROWS)
 FX_R16W_KIND(q6k, q6k_decode_block, 210, q6k_plain, q6k_rows)
 FX_R16W_KIND(xs, xs_decode_block, 136, xs_plain, xs_rows)
+FX_R16W_KIND(q40, q40_decode_block, 144, q40_plain, q40_rows)
 
 fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     /* a smaller scratch (the blocking tests' build): 4 rows a pass */
@@ -366,6 +433,7 @@ fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     case FX_WTYPE_Q5_K: return q5k_wide;
     case FX_WTYPE_Q6_K: return q6k_wide;
     case FX_WTYPE_IQ4_XS: return xs_wide;
+    case FX_WTYPE_Q4_0: return q40_wide;
     default: return NULL;
     }
 }
