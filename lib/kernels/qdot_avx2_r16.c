@@ -137,16 +137,9 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                     __m256i vl, vh;
                     k45_quants(five, g, off, c, t, h + hh, &vl, &vh);
                     FX_R16_UNROLL
-                    for (int r = 0; r < MR; r++) {
-                        const int i = hh * MR + r;
-                        const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
-                        const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
-                        const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
-                        lo[i] = t % run ? _mm256_add_epi16(lo[i], pl) : pl;
-                        hi[i] = t % run ? _mm256_add_epi16(hi[i], ph) : ph;
-                        FX_R16_PIN(lo[i]);
-                        FX_R16_PIN(hi[i]);
-                    }
+                    for (int r = 0; r < MR; r++)
+                        k45_line(vl, vh, xq[r] + 256 * b + 64 * c + 4 * t,
+                                 t % run == 0, &lo[hh * MR + r], &hi[hh * MR + r]);
                 }
                 if (spread) pf_lines(&pa, bd, 8 * c + t, 32, pnb, lo[0]);
                 if (t % run != run - 1) continue;
@@ -157,14 +150,9 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                     __m256i sl, sh;
                     k45_scales(g, off, c, h + hh, &sl, &sh);
                     FX_R16_UNROLL
-                    for (int r = 0; r < MR; r++) {
-                        const int i = hh * MR + r;
-                        P[i] = _mm256_add_epi32(
-                            P[i], _mm256_add_epi32(_mm256_madd_epi16(lo[i], sl),
-                                                   _mm256_madd_epi16(hi[i], sh)));
-                        /* a running sum: as a tree, its leaves spill */
-                        FX_R16_PIN(P[i]);
-                    }
+                    for (int r = 0; r < MR; r++)
+                        k45_scaled(lo[hh * MR + r], hi[hh * MR + r], sl, sh,
+                                   &P[hh * MR + r]);
                 }
             }
         }
@@ -184,14 +172,10 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
             const __m256i h0 = half_line(g, off, 0, h + hh);
             const __m256 d = h2f(h0, false), dmin = h2f(h0, true);
             FX_R16_UNROLL
-            for (int r = 0; r < MR; r++) {
-                const int i = hh * MR + r;
-                const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
-                                         _mm256_cvtepi32_ps(P[i]), acc[i]);
-                acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx),
-                                          _mm256_cvtepi32_ps(M[i]), acc[i]);
-            }
+            for (int r = 0; r < MR; r++)
+                acc[hh * MR + r] =
+                    k45_fmas(acc[hh * MR + r], d, dmin, P[hh * MR + r],
+                             M[hh * MR + r], f32_at(xq[r] + k + k / 8 + 4 * b));
         }
     }
 }
@@ -232,19 +216,13 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
                 const __m256i sc = q6k_scale(sd, jj);
                 FX_R16_UNROLL
                 for (int pr = 0; pr < 2; pr++) {
-                    /* two lines' vpmaddubsw fit int16, four would not */
                     const int t = 4 * jj + 2 * pr;
                     const __m256i q0 = q6k_quants(g, off, i, t, h);
                     const __m256i q1 = q6k_quants(g, off, i, t + 1, h);
                     FX_R16_UNROLL
-                    for (int r = 0; r < MR; r++) {
-                        const uint8_t *x = xq[r] + 256 * b + 64 * i + 4 * t;
-                        const __m256i s16 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q0, xdw(x)),
-                            _mm256_maddubs_epi16(q1, xdw(x + 4)));
-                        P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(s16, sc));
-                        FX_R16_PIN(P[r]);
-                    }
+                    for (int r = 0; r < MR; r++)
+                        q6k_lines(q0, q1, xq[r] + 256 * b + 64 * i + 4 * t, sc,
+                                  &P[r]);
                 }
             }
             /* the offset: 32 sum_j sc_j bsum_j, scales as int16 pairs */
@@ -261,12 +239,8 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_half(const int MR, const uint8_t *g,
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
             (const __m128i *)(const void *)(g + 16 * (off + 208) + 16 * h)));
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) {
-            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
-            const __m256i p = _mm256_sub_epi32(P[r], _mm256_slli_epi32(C[r], 5));
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(p),
-                                     acc[r]);
-        }
+        for (int r = 0; r < MR; r++)
+            acc[r] = q6k_fma(acc[r], d, P[r], C[r], f32_at(xq[r] + k + k / 8 + 4 * b));
     }
 }
 
@@ -276,8 +250,7 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
-    const __m256i m4 = c8(0x0f0f0f0fu), ones = _mm256_set1_epi16(1);
-    const size_t nbk = k / 32;
+    const __m256i m4 = c8(0x0f0f0f0fu);
     FX_R16_UNROLL
     for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
     const bool spread = MR == 1 && h == 0; /* as in k45_half, 8 steps */
@@ -296,29 +269,15 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_half(const int MR, const uint8_t *g,
             FX_R16_UNROLL
             for (int i = 0; i < 4; i++) q[i] = q40_quants(g, off, j, i, h);
             if (spread) pf_lines(&pa, bd, j, 8, pnb, q[0]);
+            __m256i lo[4], hi[4];
             FX_R16_UNROLL
-            for (int r = 0; r < MR; r++) {
-                const uint8_t *x = xq[r] + 32 * (b + (size_t)j);
-                __m256i s16 = _mm256_setzero_si256();
-                FX_R16_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    s16 = _mm256_add_epi16(
-                        s16, _mm256_maddubs_epi16(_mm256_and_si256(q[i], m4),
-                                                  xdw(x + 4 * i)));
-                    s16 = _mm256_add_epi16(
-                        s16, _mm256_maddubs_epi16(
-                                 _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m4),
-                                 xdw(x + 16 + 4 * i)));
-                    FX_R16_PIN(s16);
-                }
-                const uint8_t *xs = xq[r] + k + 4 * (b + (size_t)j);
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
-                                                   _mm256_srai_epi32(xdw(xs), 4));
-                const __m256 dx = _mm256_set1_ps(
-                    f32_at(xq[r] + k + 4 * nbk + 4 * (b + (size_t)j)));
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
-                                         _mm256_cvtepi32_ps(p), acc[r]);
+            for (int i = 0; i < 4; i++) {
+                lo[i] = _mm256_and_si256(q[i], m4);
+                hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m4);
             }
+            FX_R16_UNROLL
+            for (int r = 0; r < MR; r++)
+                acc[r] = q40_block(lo, hi, d, xq[r], k, b + (size_t)j, acc[r]);
         }
     }
 }
@@ -365,17 +324,9 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_half(const int MR, const uint8_t *g,
                 xs_levels(g, off, j, i, h, lut, &wl, &wh);
                 const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *x = xq[r] + 256 * b + 32 * (size_t)j + 4 * i;
-                    const __m256i pl = _mm256_maddubs_epi16(
-                        al, _mm256_sign_epi8(xdw(x), wl));
-                    const __m256i ph = _mm256_maddubs_epi16(
-                        ah, _mm256_sign_epi8(xdw(x + 16), wh));
-                    P[r] = _mm256_add_epi32(
-                        P[r], _mm256_add_epi32(_mm256_madd_epi16(pl, sc),
-                                               _mm256_madd_epi16(ph, sc)));
-                    FX_R16_PIN(P[r]);
-                }
+                for (int r = 0; r < MR; r++)
+                    xs_line(al, wl, ah, wh, xq[r] + 256 * b + 32 * (size_t)j + 4 * i,
+                            sc, &P[r]);
             }
         }
         const __m256 d = h2f(half_line(g, off, 0, h), false);

@@ -215,6 +215,95 @@ FX_ALWAYS_INLINE FX_AVX2 __m256i q40_quants(const uint8_t *g, size_t off,
                              _mm256_slli_epi32(half_line(g, o, 1, h), 16));
 }
 
+
+/* ---- The row steps: one x row's integer sums and a block's fmas, the
+ * same in the 4-row kernels and the wide ones (their bits are these). */
+
+/* Q4_K/Q5_K line t of sub-blocks 2c, 2c + 1 (quants vl, vh) against the
+ * x row at x (its elements 64c + 4t..): into the int16 sums *lo, *hi,
+ * which start = true begins. */
+FX_ALWAYS_INLINE FX_AVX2 void k45_line(__m256i vl, __m256i vh,
+                                       const uint8_t *x, bool start,
+                                       __m256i *lo, __m256i *hi) {
+    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
+    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
+    *lo = start ? pl : _mm256_add_epi16(*lo, pl);
+    *hi = start ? ph : _mm256_add_epi16(*hi, ph);
+    FX_R16_PIN(*lo);
+    FX_R16_PIN(*hi);
+}
+
+/* *P += the int16 sums against their sub-blocks' scales. A running sum:
+ * as a tree, its leaves spill. */
+FX_ALWAYS_INLINE FX_AVX2 void k45_scaled(__m256i lo, __m256i hi, __m256i sl,
+                                         __m256i sh, __m256i *P) {
+    *P = _mm256_add_epi32(*P, _mm256_add_epi32(_mm256_madd_epi16(lo, sl),
+                                               _mm256_madd_epi16(hi, sh)));
+    FX_R16_PIN(*P);
+}
+
+/* quants.h's two fmas of a block with a min. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 k45_fmas(__m256 acc, __m256 d, __m256 dmin,
+                                         __m256i P, __m256i M, float dx) {
+    const __m256 vdx = _mm256_set1_ps(dx);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(P), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(M),
+                            acc);
+}
+
+/* Q6_K lines t, t + 1 (quants q0, q1) against the x row at x: two lines'
+ * vpmaddubsw fit int16, four would not. */
+FX_ALWAYS_INLINE FX_AVX2 void q6k_lines(__m256i q0, __m256i q1,
+                                        const uint8_t *x, __m256i sc,
+                                        __m256i *P) {
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, xdw(x)),
+                                         _mm256_maddubs_epi16(q1, xdw(x + 4)));
+    *P = _mm256_add_epi32(*P, _mm256_madd_epi16(s16, sc));
+    FX_R16_PIN(*P);
+}
+
+/* Q6_K's block: P - 32 sum_j sc_j bsum_j (C the sum), one fma. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 q6k_fma(__m256 acc, __m256 d, __m256i P,
+                                        __m256i C, float dx) {
+    const __m256i p = _mm256_sub_epi32(P, _mm256_slli_epi32(C, 5));
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)),
+                           _mm256_cvtepi32_ps(p), acc);
+}
+
+/* IQ4_XS line: levels wl, wh (al, ah their absolute values) against the
+ * x row at x, each pair to int32 at once, times the sub-block's scale. */
+FX_ALWAYS_INLINE FX_AVX2 void xs_line(__m256i al, __m256i wl, __m256i ah,
+                                      __m256i wh, const uint8_t *x,
+                                      __m256i sc, __m256i *P) {
+    const __m256i pl = _mm256_maddubs_epi16(al, _mm256_sign_epi8(xdw(x), wl));
+    const __m256i ph =
+        _mm256_maddubs_epi16(ah, _mm256_sign_epi8(xdw(x + 16), wh));
+    *P = _mm256_add_epi32(*P, _mm256_add_epi32(_mm256_madd_epi16(pl, sc),
+                                               _mm256_madd_epi16(ph, sc)));
+    FX_R16_PIN(*P);
+}
+
+/* Q4_0's block j of the unit at element b (lo[i], hi[i]: its nibbles)
+ * against x row xq of FX_XQ_32 (nbk blocks), one fma into acc. */
+FX_ALWAYS_INLINE FX_AVX2 __m256 q40_block(const __m256i *lo, const __m256i *hi,
+                                          __m256 d, const uint8_t *xq,
+                                          size_t k, size_t blk, __m256 acc) {
+    const uint8_t *x = xq + 32 * blk;
+    __m256i s16 = _mm256_setzero_si256();
+    FX_R16_UNROLL
+    for (int i = 0; i < 4; i++) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[i], xdw(x + 4 * i)));
+        s16 = _mm256_add_epi16(s16,
+                               _mm256_maddubs_epi16(hi[i], xdw(x + 16 + 4 * i)));
+        FX_R16_PIN(s16);
+    }
+    const __m256i p =
+        _mm256_add_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)),
+                         _mm256_srai_epi32(xdw(xq + k + 4 * blk), 4));
+    const __m256 dx = _mm256_set1_ps(f32_at(xq + k + k / 8 + 4 * blk));
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(p), acc);
+}
+
 #endif
 
 #endif /* FX_KERNELS_QDOT_AVX2_R16_H */

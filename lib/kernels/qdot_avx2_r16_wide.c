@@ -41,7 +41,7 @@ typedef struct xs_plain {
 
 /* Q4_0's unit of 8 blocks (the 256 elements the driver calls a block) */
 typedef struct q40_plain {
-    __m256i q[8][4][2]; /* block j, bytes 4i..4i+3: low and high nibbles */
+    __m256i lo[8][4], hi[8][4]; /* block j, bytes 4i..4i+3: its nibbles */
     __m256 d[8];
 } q40_plain;
 
@@ -106,23 +106,13 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
                 const __m256i vl = _mm256_load_si256(&ub->q[8 * c + t][0]);
                 const __m256i vh = _mm256_load_si256(&ub->q[8 * c + t][1]);
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *x = xq[r] + 256 * b + 64 * c + 4 * t;
-                    const __m256i pl = _mm256_maddubs_epi16(vl, xdw(x));
-                    const __m256i ph = _mm256_maddubs_epi16(vh, xdw(x + 32));
-                    lo[r] = t % run ? _mm256_add_epi16(lo[r], pl) : pl;
-                    hi[r] = t % run ? _mm256_add_epi16(hi[r], ph) : ph;
-                    FX_R16_PIN(lo[r]);
-                    FX_R16_PIN(hi[r]);
-                }
+                for (int r = 0; r < MR; r++)
+                    k45_line(vl, vh, xq[r] + 256 * b + 64 * c + 4 * t,
+                             t % run == 0, &lo[r], &hi[r]);
                 if (t % run != run - 1) continue;
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    P[r] = _mm256_add_epi32(
-                        P[r], _mm256_add_epi32(_mm256_madd_epi16(lo[r], ub->sl[c]),
-                                               _mm256_madd_epi16(hi[r], ub->sh[c])));
-                    FX_R16_PIN(P[r]);
-                }
+                for (int r = 0; r < MR; r++)
+                    k45_scaled(lo[r], hi[r], ub->sl[c], ub->sh[c], &P[r]);
             }
         }
         FX_R16_UNROLL
@@ -133,14 +123,11 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
                     M[r], _mm256_madd_epi16(ub->mn[j],
                                             xdw(xq[r] + k + 32 * b + 4 * j)));
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) {
-            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
-            __m256 a = b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps();
-            a = _mm256_fmadd_ps(_mm256_mul_ps(ub->d, dx), _mm256_cvtepi32_ps(P[r]), a);
-            a = _mm256_fnmadd_ps(_mm256_mul_ps(ub->dmin, dx),
-                                 _mm256_cvtepi32_ps(M[r]), a);
-            _mm256_store_ps(acc + 16 * r, a);
-        }
+        for (int r = 0; r < MR; r++)
+            _mm256_store_ps(acc + 16 * r,
+                            k45_fmas(b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps(),
+                                     ub->d, ub->dmin, P[r], M[r],
+                                     f32_at(xq[r] + k + k / 8 + 4 * b)));
     }
 }
 
@@ -167,15 +154,9 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_rows(const int MR, const void *u,
                     const __m256i q0 = _mm256_load_si256(&ub->q[16 * i + t]);
                     const __m256i q1 = _mm256_load_si256(&ub->q[16 * i + t + 1]);
                     FX_R16_UNROLL
-                    for (int r = 0; r < MR; r++) {
-                        const uint8_t *x = xq[r] + 256 * b + 64 * i + 4 * t;
-                        const __m256i s16 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(q0, xdw(x)),
-                            _mm256_maddubs_epi16(q1, xdw(x + 4)));
-                        P[r] = _mm256_add_epi32(
-                            P[r], _mm256_madd_epi16(s16, ub->sc[4 * i + jj]));
-                        FX_R16_PIN(P[r]);
-                    }
+                    for (int r = 0; r < MR; r++)
+                        q6k_lines(q0, q1, xq[r] + 256 * b + 64 * i + 4 * t,
+                                  ub->sc[4 * i + jj], &P[r]);
                 }
             }
             FX_R16_UNROLL
@@ -187,13 +168,11 @@ FX_ALWAYS_INLINE FX_AVX2 void q6k_rows(const int MR, const void *u,
                                                 xdw(xq[r] + k + 32 * b + 8 * i + 4 * p)));
         }
         FX_R16_UNROLL
-        for (int r = 0; r < MR; r++) {
-            const __m256 dx = _mm256_set1_ps(f32_at(xq[r] + k + k / 8 + 4 * b));
-            const __m256i p = _mm256_sub_epi32(P[r], _mm256_slli_epi32(C[r], 5));
-            __m256 a = b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps();
-            a = _mm256_fmadd_ps(_mm256_mul_ps(ub->d, dx), _mm256_cvtepi32_ps(p), a);
-            _mm256_store_ps(acc + 16 * r, a);
-        }
+        for (int r = 0; r < MR; r++)
+            _mm256_store_ps(acc + 16 * r,
+                            q6k_fma(b ? _mm256_load_ps(acc + 16 * r) : _mm256_setzero_ps(),
+                                    ub->d, P[r], C[r],
+                                    f32_at(xq[r] + k + k / 8 + 4 * b)));
     }
 }
 
@@ -230,17 +209,9 @@ FX_ALWAYS_INLINE FX_AVX2 void xs_rows(const int MR, const void *u, size_t nbw,
             for (int i = 0; i < 4; i++) {
                 const __m256i *w = ub->w[4 * j + i];
                 FX_R16_UNROLL
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *x = xq[r] + 256 * b + 32 * (size_t)j + 4 * i;
-                    const __m256i pl = _mm256_maddubs_epi16(
-                        w[0], _mm256_sign_epi8(xdw(x), w[1]));
-                    const __m256i ph = _mm256_maddubs_epi16(
-                        w[2], _mm256_sign_epi8(xdw(x + 16), w[3]));
-                    P[r] = _mm256_add_epi32(
-                        P[r], _mm256_add_epi32(_mm256_madd_epi16(pl, ub->sc[j]),
-                                               _mm256_madd_epi16(ph, ub->sc[j])));
-                    FX_R16_PIN(P[r]);
-                }
+                for (int r = 0; r < MR; r++)
+                    xs_line(w[0], w[1], w[2], w[3],
+                            xq[r] + 256 * b + 32 * (size_t)j + 4 * i, ub->sc[j], &P[r]);
             }
         }
         FX_R16_UNROLL
@@ -278,8 +249,6 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_rows(const int MR, const void *u,
                                        size_t nbw, size_t b0,
                                        const uint8_t *const *xq, size_t k,
                                        float *acc) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    const size_t nbk = k / 32;
     for (size_t n = 0; n < nbw; n++) {
         const q40_plain *ub = (const q40_plain *)u + 2 * n;
         const size_t b = 8 * (b0 + n); /* its first 32-element block */
@@ -290,25 +259,9 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_rows(const int MR, const void *u,
         FX_R16_UNROLL
         for (int j = 0; j < 8; j++) {
             FX_R16_UNROLL
-            for (int r = 0; r < MR; r++) {
-                const uint8_t *x = xq[r] + 32 * (b + (size_t)j);
-                __m256i s16 = _mm256_setzero_si256();
-                FX_R16_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    s16 = _mm256_add_epi16(
-                        s16, _mm256_maddubs_epi16(ub->q[j][i][0], xdw(x + 4 * i)));
-                    s16 = _mm256_add_epi16(
-                        s16, _mm256_maddubs_epi16(ub->q[j][i][1], xdw(x + 16 + 4 * i)));
-                    FX_R16_PIN(s16);
-                }
-                const uint8_t *xs = xq[r] + k + 4 * (b + (size_t)j);
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
-                                                   _mm256_srai_epi32(xdw(xs), 4));
-                const __m256 dx = _mm256_set1_ps(
-                    f32_at(xq[r] + k + 4 * nbk + 4 * (b + (size_t)j)));
-                a[r] = _mm256_fmadd_ps(_mm256_mul_ps(ub->d[j], dx),
-                                       _mm256_cvtepi32_ps(p), a[r]);
-            }
+            for (int r = 0; r < MR; r++)
+                a[r] = q40_block(ub->lo[j], ub->hi[j], ub->d[j], xq[r], k,
+                                 b + (size_t)j, a[r]);
         }
         FX_R16_UNROLL
         for (int r = 0; r < MR; r++) _mm256_store_ps(acc + 16 * r, a[r]);
@@ -326,8 +279,8 @@ FX_ALWAYS_INLINE FX_AVX2 void q40_decode_block(const uint8_t *g, size_t b,
         FX_R16_UNROLL
         for (int i = 0; i < 4; i++) {
             const __m256i q = q40_quants(g, off, j, i, h);
-            u->q[j][i][0] = _mm256_and_si256(q, m4);
-            u->q[j][i][1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            u->lo[j][i] = _mm256_and_si256(q, m4);
+            u->hi[j][i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
     }
 }
