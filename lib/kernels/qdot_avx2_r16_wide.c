@@ -50,9 +50,10 @@ typedef struct q40_plain {
     FX_R16W_MAX(FX_R16W_MAX(sizeof(k45_plain), sizeof(q6k_plain)),          \
                 FX_R16W_MAX(sizeof(xs_plain), sizeof(q40_plain)))
 
-/* Blocks decoded at a time (both halves: 10.5 KB at 2), and x rows taken
- * through them before the next blocks: the decoded blocks stay in L1
- * while the rows pass, and the rows' partial sums fit the scratch. */
+/* Blocks decoded at a time (both halves: 9-17.5 KB at 2 by type), and x
+ * rows taken through them before the next blocks: the decoded blocks
+ * stay in L1 while the rows pass, and the rows' partial sums fit the
+ * scratch. */
 #ifndef FX_R16W_BLOCKS
 #define FX_R16W_BLOCKS 2
 #endif
