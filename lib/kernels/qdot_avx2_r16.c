@@ -17,6 +17,7 @@
  *
  * Up to 4 x rows share a pass over a half group (the quants unpacked once
  * for them); the next pass finds the group (16 rows x K) in L1 or L2.
+ * From FX_R16_WIDE_M x rows the types of qdot_avx2_r16_wide.c go there.
  */
 #include "qdot_avx2_r16.h"
 
