@@ -332,7 +332,7 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
                 for (int h = 0; h < 2; h++)
                     kd->rows[fi](u + (size_t)h * kd->plain, nbw, b0, xq, k, s + 8 * h);
                 /* done: out now, the stores' misses hidden in the passes
-                 * still to come (at the end they stall, 5% of the time) */
+                 * still to come (at the end they stalled: 2.5% of prefill) */
                 if (b0 + nbw == nb)
                     for (size_t r = 0; r < mr; r++)
                         for (int h = 0; h < 2; h++)
