@@ -67,7 +67,6 @@ struct fx_kv {
     uint32_t ring_len;       /* slots of a lease's ring */
     uint32_t ring_call;      /* most positions one forward call may add */
     uint32_t n_ring;         /* blocks in the pool */
-    size_t ring_block_elems;
     uint8_t *ring_data;      /* [runs][n_ring][block_tokens][head_dim] */
     void *ring_raw;
     uint32_t *ring_refs;     /* [n_ring] leases holding it */

@@ -82,7 +82,6 @@ fx_status fx_kv_ring_create(fx_kv *kv, const fx_kv_params *params,
     kv->ring_len = (uint32_t)len;
     kv->ring_call = params->ring_call;
     kv->n_ring = n;
-    kv->ring_block_elems = elems;
     kv->ring_data = fx_malloc_huge(&kv->alloc, (size_t)total * esize,
                                    &kv->ring_raw);
     if (!kv->ring_data ||
