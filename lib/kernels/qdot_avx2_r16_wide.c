@@ -292,7 +292,6 @@ typedef void (*rows_fn)(const void *u, size_t nbw, size_t b0,
                         const uint8_t *const *xq, size_t k, float *acc);
 typedef struct wide_kind {
     decode_fn decode;
-    size_t block; /* bytes of a block of one row */
     size_t plain;
     rows_fn rows[3];
 } wide_kind;
@@ -308,7 +307,8 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
      * this one's, brought in a few lines a pass (all at once, they
      * stalled the core: 2% of the time). */
     const uint8_t *end = job->w + job->n * job->row_bytes;
-    const size_t span = 16 * kd->block * FX_R16W_BLOCKS;
+    const size_t unit = job->row_bytes / nb; /* a block's bytes, one row */
+    const size_t span = 16 * unit * FX_R16W_BLOCKS;
     for (size_t m0 = 0; m0 < job->m; m0 += FX_R16W_ROWS) {
         const size_t m1 = job->m - m0 < FX_R16W_ROWS ? job->m : m0 + FX_R16W_ROWS;
         for (size_t b0 = 0; b0 < nb; b0 += FX_R16W_BLOCKS) {
@@ -316,7 +316,7 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
             for (size_t i = 0; i < nbw; i++)
                 for (int h = 0; h < 2; h++)
                     kd->decode(g, b0 + i, h, u + (2 * i + (size_t)h) * kd->plain);
-            const uint8_t *pf = g + 16 * kd->block * (b0 + nbw);
+            const uint8_t *pf = g + 16 * unit * (b0 + nbw);
             const uint8_t *pf_end = (size_t)(end - pf) < span ? end : pf + span;
             const size_t passes = (m1 - m0 + 3) / 4;
             const size_t pf_step = 64 * ((span / 64 + passes - 1) / passes);
@@ -343,7 +343,7 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
     }
 }
 
-#define FX_R16W_KIND(NAME, DECODE, BLOCK, PLAIN, ROWS)                        \
+#define FX_R16W_KIND(NAME, DECODE, PLAIN, ROWS)                               \
     static FX_AVX2 void NAME##_decode(const uint8_t *g, size_t b, int h,      \
                                       void *u) {                              \
         DECODE(g, b, h, u);                                                   \
@@ -365,7 +365,7 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
     }                                                                         \
     static FX_AVX2 void NAME##_wide(const uint8_t *g, const fx_mm_job *job,   \
                                     size_t n, float *scratch) {               \
-        static const wide_kind kind = {NAME##_decode, BLOCK, sizeof(PLAIN),   \
+        static const wide_kind kind = {NAME##_decode, sizeof(PLAIN),          \
                                        {NAME##_1, NAME##_2, NAME##_4}};       \
         wide(&kind, g, job, n, scratch);                                      \
     }
@@ -373,11 +373,11 @@ static FX_AVX2 void wide(const wide_kind *kd, const uint8_t *g,
 #define FX_K5_DECODE(g, b, h, u) k45_decode_block(true, g, b, h, u)
 #define FX_K4_ROWS(MR, ...) k45_rows(false, MR, __VA_ARGS__)
 #define FX_K5_ROWS(MR, ...) k45_rows(true, MR, __VA_ARGS__)
-FX_R16W_KIND(q4k, FX_K4_DECODE, 144, k45_plain, FX_K4_ROWS)
-FX_R16W_KIND(q5k, FX_K5_DECODE, 176, k45_plain, FX_K5_ROWS)
-FX_R16W_KIND(q6k, q6k_decode_block, 210, q6k_plain, q6k_rows)
-FX_R16W_KIND(xs, xs_decode_block, 136, xs_plain, xs_rows)
-FX_R16W_KIND(q40, q40_decode_block, 144, q40_plain, q40_rows)
+FX_R16W_KIND(q4k, FX_K4_DECODE, k45_plain, FX_K4_ROWS)
+FX_R16W_KIND(q5k, FX_K5_DECODE, k45_plain, FX_K5_ROWS)
+FX_R16W_KIND(q6k, q6k_decode_block, q6k_plain, q6k_rows)
+FX_R16W_KIND(xs, xs_decode_block, xs_plain, xs_rows)
+FX_R16W_KIND(q40, q40_decode_block, q40_plain, q40_rows)
 
 fx_r16_wide_fn fx_r16_avx2_wide(fx_wtype t) {
     /* a smaller scratch (the blocking tests' build): 4 rows a pass */
