@@ -332,12 +332,12 @@ static void test_stop_thousands(void **state) {
     const char **stops = calloc(N, sizeof *stops);
     assert_non_null(store);
     assert_non_null(stops);
-    for (int i = 0; i < N; i++) {
+    for (unsigned i = 0; i < N; i++) {
         if (i % 2)
-            snprintf(store[i], sizeof store[i], "stop-%05d-\xE2\x82\xAC", i);
+            snprintf(store[i], sizeof store[i], "stop-%05u-\xE2\x82\xAC", i);
         else
-            snprintf(store[i], sizeof store[i], "%.*s%c%d", 1 + (i / 2) % 40,
-                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 'b' + i % 20,
+            snprintf(store[i], sizeof store[i], "%.*s%c%u", (int)(1 + i / 2 % 40),
+                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 'b' + (int)(i % 20),
                      i);
         stops[i] = store[i];
     }
