@@ -454,6 +454,13 @@ static void test_xq256(void **state) {
             memcpy(&v, row + k + 2 * j, 2);
             assert_int_equal(v, s);
         }
+        for (size_t j = 0; j < k / 32; j++) {
+            int s = 0;
+            for (int i = 0; i < 32; i++) s += q[32 * j + i];
+            int16_t v;
+            memcpy(&v, row + fx_xq256_bsum32_at(k) + 2 * j, 2);
+            assert_int_equal(v, s);
+        }
         for (size_t b = 0; b < k / 256; b++) {
             float d;
             memcpy(&d, row + k + k / 8 + 4 * b, 4);
@@ -467,7 +474,7 @@ static void test_xq256(void **state) {
         avx2(x, k, m, k, xq2, ld);
         for (size_t r = 0; r < m; r++)
             assert_memory_equal(xq + r * ld, xq2 + r * ld,
-                                k + k / 8 + k / 64);
+                                fx_xq256_bsum32_at(k) + k / 16);
     }
     fx_kernels_free(kc);
     free(x);

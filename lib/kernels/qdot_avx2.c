@@ -88,6 +88,7 @@ static FX_AVX2 void xq256_avx2(const float *x, size_t ldx, size_t m, size_t k,
                                  _mm_unpackhi_epi16(even, odd));
             }
             memcpy(row + k + k / 8 + 4 * b, &d, sizeof d);
+            fx_xq256_pair_sums(row, k, b);
         }
     }
 }

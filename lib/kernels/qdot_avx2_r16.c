@@ -110,7 +110,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
                                        const uint8_t *const *xq, size_t k,
                                        size_t nb, int h, const uint8_t *pf,
                                        size_t pf_step, __m256 *acc) {
-    const size_t bb = five ? 176 : 144;
+    const size_t bb = five ? 176 : 144, s32 = fx_xq256_bsum32_at(k);
     const int run = five ? 4 : 8; /* lines an int16 sum takes */
     FX_R16_UNROLL
     for (int i = 0; i < NH * MR; i++) acc[i] = _mm256_setzero_ps();
@@ -162,13 +162,13 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_half(const bool five, const int MR,
             FX_R16_UNROLL
             for (int r = 0; r < MR; r++) M[hh * MR + r] = _mm256_setzero_si256();
             FX_R16_UNROLL
-            for (int j = 0; j < 8; j++) {
-                const __m256i mn = k45_min(g, off, j, h + hh);
+            for (int i = 0; i < 4; i++) {
+                const __m256i mn = k45_min_pair(g, off, i, h + hh);
                 FX_R16_UNROLL
                 for (int r = 0; r < MR; r++)
                     M[hh * MR + r] = _mm256_add_epi32(
                         M[hh * MR + r],
-                        _mm256_madd_epi16(mn, xdw(xq[r] + k + 32 * b + 4 * j)));
+                        _mm256_madd_epi16(mn, xdw(xq[r] + s32 + 16 * b + 4 * i)));
             }
             const __m256i h0 = half_line(g, off, 0, h + hh);
             const __m256 d = h2f(h0, false), dmin = h2f(h0, true);

@@ -113,18 +113,19 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_scales(const uint8_t *g, size_t off, int c,
     *sh = _mm256_shuffle_epi8(s, byte_pick(j + 1, 0x80, j + 1, 0x80));
 }
 
-/* Min j twice as int16 in each dword, against the two bsums of 16 of
- * sub-block j (FX_XQ_256). */
-FX_ALWAYS_INLINE FX_AVX2 __m256i k45_min(const uint8_t *g, size_t off, int j,
-                                         int h) {
+/* The mins of sub-blocks 2i and 2i + 1 as an int16 pair in each dword,
+ * against their sums of 32 (FX_XQ_256's bsum32, fx_xq256_bsum32_at). */
+FX_ALWAYS_INLINE FX_AVX2 __m256i k45_min_pair(const uint8_t *g, size_t off,
+                                              int i, int h) {
     const __m256i m4 = c8(0x0f0f0f0fu), m6 = c8(0x3f3f3f3fu),
                   m2 = c8(0x30303030u);
     const __m256i h2 = half_line(g, off, 2, h), h3 = half_line(g, off, 3, h);
     const __m256i mins =
-        j < 4 ? _mm256_and_si256(h2, m6)
+        i < 2 ? _mm256_and_si256(h2, m6)
               : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h3, 4), m4),
                                 _mm256_and_si256(_mm256_srli_epi32(h2, 2), m2));
-    return _mm256_shuffle_epi8(mins, byte_pick(j % 4, 0x80, j % 4, 0x80));
+    const int j = 2 * i % 4;
+    return _mm256_shuffle_epi8(mins, byte_pick(j, 0x80, j + 1, 0x80));
 }
 
 /* Q6_K blocks in groups (quants.h): dword t of the 64 bytes i < 3 is element

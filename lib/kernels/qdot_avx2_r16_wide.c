@@ -22,7 +22,7 @@
 typedef struct k45_plain {
     __m256i q[32][2]; /* line 8c + t: the quants of sub-blocks 2c, 2c + 1 */
     __m256i sl[4], sh[4];
-    __m256i mn[8];
+    __m256i mn[4]; /* k45_min_pair */
     __m256 d, dmin;
 } k45_plain;
 
@@ -78,7 +78,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_decode_block(const bool five,
         k45_scales(g, off, c, h, &u->sl[c], &u->sh[c]);
     }
     FX_R16_UNROLL
-    for (int j = 0; j < 8; j++) u->mn[j] = k45_min(g, off, j, h);
+    for (int i = 0; i < 4; i++) u->mn[i] = k45_min_pair(g, off, i, h);
     const __m256i h0 = half_line(g, off, 0, h);
     u->d = h2f(h0, false);
     u->dmin = h2f(h0, true);
@@ -93,6 +93,7 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
                                        const uint8_t *const *xq, size_t k,
                                        float *acc) {
     const int run = five ? 4 : 8;
+    const size_t s32 = fx_xq256_bsum32_at(k);
     for (size_t i = 0; i < nbw; i++) {
         const k45_plain *ub = (const k45_plain *)u + 2 * i;
         const size_t b = b0 + i;
@@ -117,12 +118,12 @@ FX_ALWAYS_INLINE FX_AVX2 void k45_rows(const bool five, const int MR,
             }
         }
         FX_R16_UNROLL
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 4; j++)
             FX_R16_UNROLL
             for (int r = 0; r < MR; r++)
                 M[r] = _mm256_add_epi32(
                     M[r], _mm256_madd_epi16(ub->mn[j],
-                                            xdw(xq[r] + k + 32 * b + 4 * j)));
+                                            xdw(xq[r] + s32 + 16 * b + 4 * j)));
         FX_R16_UNROLL
         for (int r = 0; r < MR; r++)
             _mm256_store_ps(acc + 16 * r,

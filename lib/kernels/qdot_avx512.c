@@ -55,6 +55,7 @@ static void x_rows(const fx_mm_job *job, size_t m, size_t xr, size_t n,
         x[r].q = row;
         x[r].s = row + k;
         x[r].d = row + k + (xq256 ? k / 8 : 4 * (k / FX_QK32));
+        x[r].s32 = xq256 ? row + fx_xq256_bsum32_at(k) : NULL;
         yr[r] = job->y + (m + r) * job->ldy + n;
     }
 }

@@ -56,12 +56,14 @@ typedef struct fx_qgrp {
  * FX_XQ_256: the int16 sums per 16), scales. */
 typedef struct fx_qxrow {
     const uint8_t *q, *s, *d;
+    const uint8_t *s32; /* FX_XQ_256's bsum32 (NULL on FX_XQ_32 rows) */
 } fx_qxrow;
 
 /* A 256-element block, unpacked. q[s] as above; sc[j] sub-block j's
  * scale; pw[p] and mw[p] int16 pairs for vpdpwssd against x's int16 sums
  * (dword p: the sums of 16-element pieces 2p and 2p+1): the scales, for
- * types whose quants carry an offset, and the mins. */
+ * types whose quants carry an offset, and the mins; Q4_K's and Q5_K's
+ * mw[0..3] pair two sub-blocks' mins against x's sums of 32 instead. */
 typedef struct fx_qblk256 {
     __m512i q[64];
     __m512i sc[16];

@@ -59,9 +59,11 @@ FX_QINLINE FX_QV void head_k4(const fx_qgrp *g, size_t off, fx_qblk256 *u) {
     for (int j = 0; j < 4; j++) {
         u->sc[j] = byte_of(sa, j);
         u->sc[4 + j] = byte_of(sb, j);
-        const __m512i m0 = byte_of(ma, j), m1 = byte_of(mb, j);
-        u->mw[j] = pair16(m0, m0);
-        u->mw[4 + j] = pair16(m1, m1);
+    }
+    FX_QUNROLL
+    for (int p = 0; p < 4; p++) {
+        const __m512i mn = p < 2 ? ma : mb;
+        u->mw[p] = pair16(byte_of(mn, 2 * p % 4), byte_of(mn, 2 * p % 4 + 1));
     }
 }
 
@@ -361,11 +363,15 @@ FX_QINLINE FX_QV void dot_end(const int T, const int XR, const fx_qblk256 *u,
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, dx), _mm512_cvtepi32_ps(p),
                                  acc[r]);
         if (mins) {
+            /* Q4_K, Q5_K: sub-block pairs against sums of 32 */
+            const bool k45 = T != KQ2;
+            const uint8_t *ms = k45 ? x[r].s32 + 16 * b : bs;
+            const int nm = k45 ? 4 : 8;
             __m512i m = _mm512_setzero_si512();
             FX_QUNROLL
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < nm; i++)
                 m = _mm512_dpwssd_epi32(m, u->mw[i],
-                                        _mm512_set1_epi32(fx_qi32(bs + 4 * i)));
+                                        _mm512_set1_epi32(fx_qi32(ms + 4 * i)));
             acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(u->dm, dx),
                                       _mm512_cvtepi32_ps(m), acc[r]);
         }

@@ -36,6 +36,7 @@ void fx_xq256_portable(const float *x, size_t ldx, size_t m, size_t k,
             memcpy(row + b * FX_QK_K, q, sizeof q);
             memcpy(row + k + b * sizeof bsum, bsum, sizeof bsum);
             memcpy(row + k + k / 8 + 4 * b, &d, sizeof d);
+            fx_xq256_pair_sums(row, k, b);
         }
     }
 }

@@ -59,6 +59,10 @@
  *   int8_t  q[K]        at 0          the quants
  *   int16_t bsum[K/16]  at K          each 16 quants' sum
  *   float   d[B]        at K + K/8    the scales dx
+ *   int16_t bsum32[K/32] at K + K/8 + K/64
+ *                                     each 32 quants' sum (bsum's pairs):
+ *                                     one vpmaddwd takes two sub-blocks'
+ *                                     mins of Q4_K and Q5_K against them
  * and the rule per block of 256: amax = max |x[i]|; amax inf or NaN: dx =
  * NaN, q = 0; amax < 2^-100: dx = 0, q = 0; else dx = amax / 127, id =
  * 127 / amax (each one f32 division), q[i] = nearbyint(x[i] * id), ties
@@ -68,6 +72,8 @@
 #define FX_KERNELS_QUANTS_H
 
 #include "matmul_impl.h"
+
+#include <string.h>
 
 #define FX_QK32 32   /* elements per block: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL */
 #define FX_QK_K 256  /* elements per super-block: K-quants, IQ4_XS */
@@ -154,7 +160,21 @@ typedef enum fx_xq_kind {
 
 /* FX_XQ_256's bytes per row of k elements (k % 256 == 0). */
 static inline size_t fx_xq256_row_bytes(size_t k) {
-    return (k + k / 8 + k / 64 + 63) & ~(size_t)63;
+    return (k + k / 8 + k / 64 + k / 16 + 63) & ~(size_t)63;
+}
+
+/* Where a row's bsum32 starts. */
+static inline size_t fx_xq256_bsum32_at(size_t k) { return k + k / 8 + k / 64; }
+
+/* Block b's bsum32 from its bsum, in row (|sum| <= 32 * 127). */
+static inline void fx_xq256_pair_sums(uint8_t *row, size_t k, size_t b) {
+    for (size_t j = 0; j < FX_QK_K / 32; j++) {
+        int16_t s[2];
+        memcpy(s, row + k + 2 * (FX_QK_K / 16 * b + 2 * j), sizeof s);
+        const int16_t t = (int16_t)(s[0] + s[1]);
+        memcpy(row + fx_xq256_bsum32_at(k) + 2 * (FX_QK_K / 32 * b + j), &t,
+               sizeof t);
+    }
 }
 void fx_xq256_portable(const float *x, size_t ldx, size_t m, size_t k,
                        uint8_t *xq, size_t ld);
