@@ -3,13 +3,18 @@
  * runs on top of it -- hyperparameters (full and partial), the vocabulary,
  * weight binding -- then the accessors a host reaches through the model
  * (value formatting, array elements, tensor lookup) and a short tokenize.
- * docs/reliability.md A (1-12) and B (13-16). The input is the whole file.
+ * A small model that binds is then copied as a load copies it and run for a
+ * few tokens on a kernel path the last byte picks, so every weight type and
+ * shape the loader lets through meets the kernels (docs/reliability.md A
+ * 1-12, B 13-16, and issue 38's "never read past its end"). The input is
+ * the whole file.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_common.h"
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -108,6 +113,66 @@ static void exercise_vocab(const struct fx_vocab *v) {
     }
 }
 
+/* Weights a pass may read: enough for every seed, small enough that a
+ * pass under ASan takes milliseconds. */
+enum { RUN_MAX_ELEMENTS = 1u << 20, RUN_TOKENS = 3, RUN_CTX = 8 };
+
+static uint64_t weight_elements(const fx_gguf *g) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        if (g->tensors[i].n_elements > RUN_MAX_ELEMENTS) return UINT64_MAX;
+        n += g->tensors[i].n_elements;
+    }
+    return n;
+}
+
+/* What fx_model_load and a batcher do with bound weights: the copy
+ * (eager, or lazily a slice a pass), a kernel context, a forward pass of
+ * RUN_TOKENS tokens and then one more. Any failure must be a status. */
+static void run_model(const fx_gguf *g, const fx_hparams *hp, fx_weights *w,
+                      const uint8_t *data, size_t size) {
+    uint8_t pick = size ? data[size - 1] : 0;
+    fx_error err;
+    if (fx_weights_repack(w, hp, g, (pick & 4) != 0, &alloc, &err) != FX_OK)
+        return;
+    static const fx_isa isas[3] = {FX_ISA_PORTABLE, FX_ISA_AVX2, FX_ISA_AVX512};
+    fx_kernels_params kp;
+    fx_kernels_params_init(&kp);
+    kp.isa = isas[(pick & 3) % 3];
+    kp.n_threads = 1 + ((pick >> 3) & 1);
+    fx_kernels *kc = NULL;
+    if (fx_kernels_create(&alloc, &kp, &kc, &err) != FX_OK) {
+        kp.isa = FX_ISA_PORTABLE;  /* this CPU lacks the ISA picked */
+        if (fx_kernels_create(&alloc, &kp, &kc, &err) != FX_OK) return;
+    }
+    fx_forward *f = NULL;
+    size_t kv_elems = fx_kv_block_elems(hp, RUN_CTX);
+    float *kv = calloc(kv_elems ? kv_elems : 1, sizeof *kv);
+    float *logits = calloc((size_t)hp->n_vocab * RUN_TOKENS, sizeof *logits);
+    if (kv && logits &&
+        fx_forward_create(&alloc, hp, w, kc, RUN_TOKENS, RUN_CTX, &f, &err) ==
+            FX_OK) {
+        void *blocks[1] = {kv};
+        fx_kv_view view = {.blocks = blocks, .n_blocks = 1,
+                           .block_tokens = RUN_CTX,
+                           .run_stride = (size_t)RUN_CTX * hp->head_dim};
+        fx_fwd_token t[RUN_TOKENS];
+        for (uint32_t i = 0; i < RUN_TOKENS; i++) {
+            uint8_t b = size > i + 2 ? data[size - 2 - i] : 0;
+            t[i] = (fx_fwd_token){(int32_t)(b % hp->n_vocab), i, 0, 1};
+        }
+        FX_FUZZ_CHECK(fx_forward_run(f, t, RUN_TOKENS, &view, 1, logits, 0,
+                                     &err) == FX_OK);
+        fx_fwd_token next = {t[0].token, RUN_TOKENS, 0, 1};
+        FX_FUZZ_CHECK(fx_forward_run(f, &next, 1, &view, 1, logits, 0,
+                                     &err) == FX_OK);
+        fx_forward_free(f);
+    }
+    free(kv);
+    free(logits);
+    fx_kernels_free(kc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fx_gguf *g = NULL;
     fx_error err;
@@ -135,8 +200,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (full) {
         fx_weights w;
         memset(&w, 0, sizeof w);
-        if (fx_weights_bind(g, &hp, &alloc, &w, &err) == FX_OK)
+        if (fx_weights_bind(g, &hp, &alloc, &w, &err) == FX_OK) {
+            if (weight_elements(g) <= RUN_MAX_ELEMENTS)
+                run_model(g, &hp, &w, data, size);
             fx_weights_free(&w, &alloc);
+        }
     }
     fx_gguf_close(g);
     return 0;
