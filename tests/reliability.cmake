@@ -24,7 +24,13 @@ fx_add_test(test_soak SOURCES test_soak.c INTERNAL)
 # one model) from several threads. .ci/run also runs it under
 # ThreadSanitizer, in its own build.
 find_package(Threads REQUIRED)
-fx_add_test(test_threads SOURCES test_threads.c INTERNAL LIBS Threads::Threads)
+# gguf_quant.c makes its quantized models (the quantizers are internal).
+fx_add_test(test_threads SOURCES test_threads.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/support/gguf_quant.c
+            ${PROJECT_SOURCE_DIR}/examples/quant_rules.c
+            INTERNAL LIBS Threads::Threads)
+target_include_directories(test_threads_static PRIVATE
+                           ${PROJECT_SOURCE_DIR}/examples)
 
 # ABI: the built shared library against the committed baseline
 # tests/abi/libferrox.abi (abidiff + tests/abi/layout.py; usage and how to

@@ -20,7 +20,8 @@
  * - batchers over one model, "each on its own thread": three generate at
  *   once while their forward passes copy the weights a slice a step
  *   (model.h, fx_weights_view_step), sharing the work; each row's tokens
- *   equal those computed from the file's mapping alone.
+ *   equal those computed from the file's mapping alone. Once with F32
+ *   weights, once with Q4_K and with Q8_0 (their copies are other code).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -37,6 +38,7 @@
 
 #include "api/api_internal.h"
 #include "batcher/batcher.h"
+#include "gguf_quant.h"
 #include "gguf_writer.h"
 #include "test_util.h"
 #include "test_rng.h"
@@ -416,14 +418,12 @@ static fx_batcher *batcher_over(fx_model *m, uint32_t step_tokens) {
     return b;
 }
 
-static void test_batchers_share_model(void **state) {
-    (void)state;
-    gw_model_spec spec;
-    gw_model_spec_default(&spec);
-    spec.n_layer = 4;
-    spec.seed = 21;
-    const char *path = fx_test_tmp_path("threads-shared.gguf");
-    assert_int_equal(gw_write_model(path, &spec), 0);
+/* Batchers on their own threads over a model made from spec, whose
+ * copy each step advances (the default load), against one batcher over
+ * the file's mapping alone. */
+static void share_model(const gw_model_spec *spec, const char *name) {
+    const char *path = fx_test_tmp_path(name);
+    assert_int_equal(gw_write_model(path, spec), 0);
     char err[256];
     fx_model_params mp;
     fx_model_params_init(&mp);
@@ -456,6 +456,34 @@ static void test_batchers_share_model(void **state) {
     remove(path);
 }
 
+static void test_batchers_share_model(void **state) {
+    (void)state;
+    gw_model_spec spec;
+    gw_model_spec_default(&spec);
+    spec.n_layer = 4;
+    spec.seed = 21;
+    share_model(&spec, "threads-shared.gguf");
+}
+
+/* The block types' copy goes another way (16-row groups, Q8_0's R16
+ * tiles, or left in the mapping, as the CPU's kernels prefer), so it
+ * is shared the same way again: Q4_K and Q8_0. */
+static void test_batchers_share_quantized_model(void **state) {
+    (void)state;
+    static const uint32_t types[] = {QR_Q4_K, QR_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        gw_model_spec spec;
+        gw_model_spec_default(&spec);
+        spec.n_embd = 256; /* whole Q4_K blocks */
+        spec.n_ff = 256;
+        spec.n_layer = 3;
+        spec.seed = 22;
+        spec.type = types[i];
+        spec.quantize = gq_encode;
+        share_model(&spec, "threads-shared-quant.gguf");
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(model_path, sizeof model_path, "%s", fx_test_tmp_path("threads.gguf"));
@@ -478,6 +506,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_from_threads_while_workers_run),
         cmocka_unit_test(test_tokenizer_from_threads),
         cmocka_unit_test(test_batchers_share_model),
+        cmocka_unit_test(test_batchers_share_quantized_model),
     };
     return cmocka_run_group_tests_name("threads", tests, setup, teardown);
 }
