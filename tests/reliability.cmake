@@ -15,6 +15,15 @@ fx_add_test(test_model_faults SOURCES test_model_faults.c)
 # poll and free: test_batcher_faults).
 fx_add_test(test_grammar_faults SOURCES test_grammar_faults.c INTERNAL)
 
+# docs/reliability.md 43 for a block-quantized model (issue 38): load,
+# batcher and steps while the weights' copy is made; gguf_quant.c makes
+# the models (the quantizers are internal).
+fx_add_test(test_quant_faults SOURCES test_quant_faults.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/support/gguf_quant.c
+            ${PROJECT_SOURCE_DIR}/examples/quant_rules.c INTERNAL)
+target_include_directories(test_quant_faults_static PRIVATE
+                           ${PROJECT_SOURCE_DIR}/examples)
+
 # docs/reliability.md 41: the long soak, 10,000 requests, in every build (about 7 s
 # in the default build, 15 s under ASan + UBSan). -DFX_SOAK_REQUESTS=N on
 # the target changes the count.
