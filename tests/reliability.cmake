@@ -16,13 +16,10 @@ fx_add_test(test_model_faults SOURCES test_model_faults.c)
 fx_add_test(test_grammar_faults SOURCES test_grammar_faults.c INTERNAL)
 
 # docs/reliability.md 43 for a block-quantized model (issue 38): load,
-# batcher and steps while the weights' copy is made; gguf_quant.c makes
-# the models (the quantizers are internal).
-fx_add_test(test_quant_faults SOURCES test_quant_faults.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/support/gguf_quant.c
-            ${PROJECT_SOURCE_DIR}/examples/quant_rules.c INTERNAL)
-target_include_directories(test_quant_faults_static PRIVATE
-                           ${PROJECT_SOURCE_DIR}/examples)
+# batcher and steps while the weights' copy is made (fx_test_quant makes
+# the models).
+fx_add_test(test_quant_faults SOURCES test_quant_faults.c INTERNAL
+            LIBS fx_test_quant)
 
 # docs/reliability.md 41: the long soak, 10,000 requests, in every build (about 7 s
 # in the default build, 15 s under ASan + UBSan). -DFX_SOAK_REQUESTS=N on
@@ -33,13 +30,8 @@ fx_add_test(test_soak SOURCES test_soak.c INTERNAL)
 # one model) from several threads. .ci/run also runs it under
 # ThreadSanitizer, in its own build.
 find_package(Threads REQUIRED)
-# gguf_quant.c makes its quantized models (the quantizers are internal).
-fx_add_test(test_threads SOURCES test_threads.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/support/gguf_quant.c
-            ${PROJECT_SOURCE_DIR}/examples/quant_rules.c
-            INTERNAL LIBS Threads::Threads)
-target_include_directories(test_threads_static PRIVATE
-                           ${PROJECT_SOURCE_DIR}/examples)
+fx_add_test(test_threads SOURCES test_threads.c INTERNAL
+            LIBS Threads::Threads fx_test_quant)
 
 # ABI: the built shared library against the committed baseline
 # tests/abi/libferrox.abi (abidiff + tests/abi/layout.py; usage and how to
